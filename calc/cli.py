@@ -1,0 +1,205 @@
+"""The `roofline` command line: one thin function per subcommand (parse -> calc -> render).
+
+Counting conventions (also in README): a multiply-add is 2 FLOPs; linear FLOPs
+are the weight matmuls; attention FLOPs are QK^T and PV over the positions a
+query may see (causal in prefill); everything else is "other". GB = 1e9 bytes.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from calc import render
+from calc.catalog import hardware_catalog, load_hardware, load_model, model_catalog, read_yaml
+from calc.errors import SpecError
+from calc.specs import HardwareSpec, ModelSpec
+
+app = typer.Typer(
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    add_completion=False,
+    help="Roofline and capacity-planning calculator for LLM inference. "
+    "FLOPs: a multiply-add is 2; bytes: GB = 1e9; times in seconds.",
+)
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format: table, json or csv.")]
+
+
+def command(*args, **kwargs):
+    """app.command, plus the error rule: a SpecError prints one line and exits 2."""
+
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            try:
+                return fn(*a, **k)
+            except SpecError as exc:
+                typer.echo(f"roofline: error: {exc}", err=True)
+                raise typer.Exit(2) from None
+
+        return app.command(*args, **kwargs)(wrapper)
+
+    return deco
+
+
+def _emit(fmt: Format, rows: list[dict], headers: list[str], table_rows: list[list[object]], obj=None):
+    if fmt is Format.json:
+        typer.echo(render.to_json(obj if obj is not None else rows))
+    elif fmt is Format.csv:
+        typer.echo(render.to_csv(rows), nl=False)
+    else:
+        typer.echo(render.table(table_rows, headers))
+
+
+# --------------------------------------------------------------------------- catalogs
+
+
+def model_summary(spec: ModelSpec) -> dict:
+    """The key numbers of a model spec (the `show --format json` contract and more)."""
+    a = spec.attention
+    return {
+        "name": spec.name,
+        "architecture": spec.architecture,
+        "params_total": spec.params_total,
+        "params_active": spec.params_active,
+        "num_layers": spec.num_layers,
+        "hidden_size": spec.hidden_size,
+        "attention": a.kind if a.kind == "mla" else ("mha" if a.num_kv_heads == a.num_heads else
+                                                      "mqa" if a.num_kv_heads == 1 else "gqa"),
+        "num_heads": a.num_heads,
+        "num_kv_heads": a.num_kv_heads,
+        "head_dim": a.head_dim,
+        "sliding_window": a.sliding_window,
+        "num_experts": spec.moe.num_experts if spec.moe else None,
+        "experts_per_token": spec.moe.experts_per_token if spec.moe else None,
+        "vocab_size": spec.vocab_size,
+        "max_context": spec.max_context,
+        "dtype": spec.serving_dtype,
+        "kv_bytes_per_token": spec.kv_bytes_per_token(),
+        "weight_bytes": spec.weight_bytes(),
+        "param_breakdown": spec.param_breakdown(),
+    }
+
+
+def hardware_summary(hw: HardwareSpec) -> dict:
+    return {
+        "name": hw.name,
+        "kind": hw.kind,
+        "vendor": hw.vendor,
+        "memory_gb": hw.memory_gb,
+        "memory_bandwidth_tb_s": hw.memory_bandwidth_tb_s,
+        "peak_tflops": dict(hw.peak_tflops),
+        "ridge_bf16_flop_per_byte": hw.ridge_point("bf16"),
+        "interconnect": hw.interconnect.name if hw.interconnect else None,
+        "interconnect_gb_s_per_direction": hw.interconnect.bandwidth_gb_s_per_direction if hw.interconnect else None,
+        "tdp_w": hw.tdp_w,
+        "usd_per_hour": hw.price.usd_per_hour if hw.price else None,
+        "calibrated": hw.calibration is not None,
+    }
+
+
+def _load_all(catalog: dict[str, Path], loader) -> list:
+    return [loader(name) for name in sorted(catalog)]
+
+
+@command("models")
+def models_cmd(fmt: FormatOpt = Format.table) -> None:
+    """List the model catalog: parameters, attention, KV bytes per token."""
+    specs = _load_all(model_catalog(), load_model)
+    rows = [model_summary(s) for s in specs]
+    table_rows = [
+        [r["name"], render.count(r["params_total"]), render.count(r["params_active"]), r["num_layers"],
+         r["hidden_size"], r["attention"], r["num_experts"] or "-", render.nbytes(r["kv_bytes_per_token"]),
+         r["max_context"], r["dtype"]]
+        for r in rows
+    ]
+    headers = ["model", "params", "active", "layers", "hidden", "attn", "experts", "KV/token", "max ctx", "dtype"]
+    flat = [{k: v for k, v in r.items() if k != "param_breakdown"} for r in rows]
+    _emit(fmt, flat, headers, table_rows, obj=rows)
+
+
+@command("hardware")
+def hardware_cmd(fmt: FormatOpt = Format.table) -> None:
+    """List the hardware catalog: memory, bandwidth, dense peaks, ridge point."""
+    specs = _load_all(hardware_catalog(), load_hardware)
+    rows = [hardware_summary(h) for h in specs]
+    table_rows = [
+        [r["name"], r["kind"], f'{r["memory_gb"]:g}', f'{r["memory_bandwidth_tb_s"]:g}',
+         f'{r["peak_tflops"].get("bf16", "-")}', f'{r["peak_tflops"].get("fp8", "-")}',
+         f'{r["ridge_bf16_flop_per_byte"]:.0f}', r["interconnect_gb_s_per_direction"] or "-",
+         f'{r["usd_per_hour"]:.2f}' if r["usd_per_hour"] else "-"]
+        for r in rows
+    ]
+    headers = ["hardware", "kind", "mem GB", "TB/s", "bf16 TFLOP/s", "fp8 TFLOP/s", "ridge FLOP/B",
+               "link GB/s/dir", "$/h"]
+    flat = [{**{k: v for k, v in r.items() if k != "peak_tflops"},
+             **{f"peak_tflops_{k}": v for k, v in r["peak_tflops"].items()}} for r in rows]
+    _emit(fmt, flat, headers, table_rows, obj=rows)
+
+
+def _resolve_any(ref: str) -> ModelSpec | HardwareSpec:
+    """A name or path that may be a model or a hardware profile."""
+    if ref in model_catalog():
+        return load_model(ref)
+    if ref in hardware_catalog():
+        return load_hardware(ref)
+    p = Path(ref)
+    if p.suffix in (".yaml", ".yml") and p.is_file():
+        data = read_yaml(p)
+        return load_hardware(ref) if "memory_bandwidth_tb_s" in data else load_model(ref)
+    try:
+        return load_model(ref)
+    except SpecError as exc:
+        if p.exists():
+            raise
+        names = sorted([*model_catalog(), *hardware_catalog()])
+        import difflib
+
+        close = difflib.get_close_matches(ref, names, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise SpecError("NAME", None, f"unknown model or hardware {ref!r}{hint}") from exc
+
+
+@command("show")
+def show_cmd(
+    ref: Annotated[str, typer.Argument(help="Catalog name, YAML path, or HF config.json (or its folder).")],
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Show one model or hardware spec with its derived values."""
+    spec = _resolve_any(ref)
+    summary = model_summary(spec) if isinstance(spec, ModelSpec) else hardware_summary(spec)
+    if fmt is Format.table:
+        lines = []
+        for key, val in summary.items():
+            if isinstance(val, dict):
+                val = ", ".join(f"{k}={render.count(v) if isinstance(spec, ModelSpec) else v}"
+                                for k, v in val.items() if v)
+            elif key.startswith("params"):
+                val = f"{val:,} ({render.count(val)})"
+            elif key.endswith("_bytes") or key == "kv_bytes_per_token":
+                val = f"{val:,.0f} B ({render.nbytes(val)})"
+            lines.append([key, val])
+        typer.echo(render.table(lines, ["field", "value"], align="ll"))
+    else:
+        _emit(fmt, [summary], [], [], obj=summary)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

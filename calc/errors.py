@@ -1,0 +1,34 @@
+"""The one error type a user's mistake becomes: file, field, problem."""
+
+from __future__ import annotations
+
+
+class SpecError(ValueError):
+    """A user-facing input error; the CLI prints ``str(err)`` and exits 2.
+
+    ``path`` is the file (or ``"--option"`` for a command-line value), ``field``
+    the key inside it (dotted), ``problem`` what is wrong, in words.
+    """
+
+    def __init__(self, path: object, field: str | None, problem: str):
+        self.path = str(path) if path is not None else None
+        self.field = field
+        self.problem = problem
+        parts = [p for p in (self.path, field) if p]
+        super().__init__(": ".join([*parts, problem]))
+
+    @classmethod
+    def from_validation(cls, path: object, exc: Exception) -> "SpecError":
+        """Turn a pydantic ValidationError into one line: the first error, and a count."""
+        errors = getattr(exc, "errors", lambda: [])()
+        if not errors:
+            return cls(path, None, str(exc).splitlines()[0])
+        first = errors[0]
+        field = ".".join(str(p) for p in first.get("loc", ()) if p != "__root__") or None
+        msg = first.get("msg", "invalid").removeprefix("Value error, ")
+        if first.get("type") == "extra_forbidden":
+            msg = "unknown key (a typo?)"
+        more = len(errors) - 1
+        if more:
+            msg += f" (and {more} more problem{'s' if more > 1 else ''})"
+        return cls(path, field, msg)
