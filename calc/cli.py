@@ -13,11 +13,13 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import typer
 
 from calc import render
 from calc.catalog import hardware_catalog, load_hardware, load_model, model_catalog, read_yaml
 from calc.errors import SpecError
+from calc.grid import parse_values
 from calc.specs import HardwareSpec, ModelSpec
 
 app = typer.Typer(
@@ -195,6 +197,115 @@ def show_cmd(
         typer.echo(render.table(lines, ["field", "value"], align="ll"))
     else:
         _emit(fmt, [summary], [], [], obj=summary)
+
+
+# --------------------------------------------------------------------------- estimators
+
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Catalog name, YAML path, or HF config.json / folder.")]
+HardwareOpt = Annotated[str, typer.Option("--hardware", help="Catalog name or YAML path (e.g. a calibrated profile).")]
+WeightDtypeOpt = Annotated[str | None, typer.Option("--weight-dtype", help="Weights: bf16, fp16, fp8, int8, int4, fp4 (default: the model's).")]
+KVDtypeOpt = Annotated[str | None, typer.Option("--kv-dtype", help="KV cache: bf16, fp16, fp8, int8, int4 (default: the model's).")]
+ComputeDtypeOpt = Annotated[str | None, typer.Option("--compute-dtype", help="Matmul dtype (default: fp8 for fp8 weights, else the model's).")]
+AttentionOpt = Annotated[str, typer.Option("--attention", help="Attention kernel: fused (FlashAttention, scores stay on chip) or unfused.")]
+GroupOpt = Annotated[int, typer.Option("--group-size", min=1, help="Weights per quantisation scale for int8/int4/fp4 weights.")]
+IdealOpt = Annotated[bool, typer.Option("--ideal", help="Pure roofline: peak FLOP/s and data-sheet bandwidth, no overheads.")]
+
+
+def _estimate_options(weight_dtype, kv_dtype, compute_dtype, group_size, attention, ideal) -> dict:
+    return dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype,
+                group_size=group_size, attention=attention, ideal=ideal)
+
+
+@command("estimate")
+def estimate_cmd(
+    model: ModelOpt,
+    hardware: HardwareOpt,
+    batch: Annotated[str, typer.Option("--batch", "-b", help="Sequences per batch: N, a list 1,8,64 or a range a:b:step.")] = "1",
+    prompt_len: Annotated[str, typer.Option("--prompt-len", "-t", help="Prompt tokens per sequence (list/range allowed).")] = "512",
+    output_len: Annotated[str, typer.Option("--output-len", "-g", help="Output tokens per sequence (list/range allowed).")] = "128",
+    weight_dtype: WeightDtypeOpt = None,
+    kv_dtype: KVDtypeOpt = None,
+    compute_dtype: ComputeDtypeOpt = None,
+    attention: AttentionOpt = "fused",
+    group_size: GroupOpt = 128,
+    ideal: IdealOpt = False,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Prefill and decode roofline, TTFT / TPOT / e2e (seconds), throughput (tokens/s) and memory (bytes).
+
+    A request of G outputs is one prefill at T, then G - 1 decode steps at contexts
+    T .. T+G-2; TPOT is their mean. FLOPs count a multiply-add as 2.
+    """
+    from calc.latency import estimate
+    from calc.report import estimate_records, estimate_rows_text, estimate_text, flat_record
+
+    spec, hw = load_model(model), load_hardware(hardware)
+    B = parse_values(batch, "--batch")
+    T = parse_values(prompt_len, "--prompt-len")
+    G = parse_values(output_len, "--output-len")
+    grid = np.meshgrid(B, T, G, indexing="ij")
+    est = estimate(spec, hw, *grid, **_estimate_options(weight_dtype, kv_dtype, compute_dtype, group_size,
+                                                         attention, ideal))
+    recs = estimate_records(est)
+    if fmt is Format.json:
+        typer.echo(render.to_json(recs[0] if len(recs) == 1 else recs))
+    elif fmt is Format.csv:
+        typer.echo(render.to_csv(flat_record(r) for r in recs), nl=False)
+    else:
+        typer.echo(estimate_text(recs[0]) if len(recs) == 1 else estimate_rows_text(recs))
+
+
+class Phase(str, Enum):
+    prefill = "prefill"
+    decode = "decode"
+
+
+@command("ops")
+def ops_cmd(
+    model: ModelOpt,
+    hardware: HardwareOpt,
+    phase: Annotated[Phase, typer.Option("--phase", help="prefill (seq-len prompt tokens) or decode (one token at context seq-len).")] = Phase.decode,
+    batch: Annotated[int, typer.Option("--batch", "-b", min=1, help="Sequences per batch.")] = 1,
+    seq_len: Annotated[int, typer.Option("--seq-len", "-s", min=1, help="Prompt tokens (prefill) or cached context (decode).")] = 1024,
+    weight_dtype: WeightDtypeOpt = None,
+    kv_dtype: KVDtypeOpt = None,
+    compute_dtype: ComputeDtypeOpt = None,
+    attention: AttentionOpt = "fused",
+    group_size: GroupOpt = 128,
+    ideal: IdealOpt = False,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Per-operator breakdown of one pass: one layer's FLOPs, bytes, intensity and time, the totals, sorted by time."""
+    from calc.breakdown import ops_records, ops_text
+
+    spec, hw = load_model(model), load_hardware(hardware)
+    recs, summary = ops_records(spec, hw, phase.value, batch, seq_len,
+                                **_estimate_options(weight_dtype, kv_dtype, compute_dtype, group_size, attention, ideal))
+    if fmt is Format.json:
+        typer.echo(render.to_json({**summary, "ops": recs}))
+    elif fmt is Format.csv:
+        typer.echo(render.to_csv(recs), nl=False)
+    else:
+        typer.echo(ops_text(recs, summary))
+
+
+@command("intensity")
+def intensity_cmd(
+    model: ModelOpt,
+    seq_len: Annotated[str, typer.Option("--seq-len", "-s", help="Sequence lengths S (list/range allowed).")] = "128,1024,8192",
+    weight_dtype: WeightDtypeOpt = None,
+    kv_dtype: KVDtypeOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Whole-model arithmetic intensity (FLOP/byte): the seed's first-order formula beside the operator model."""
+    from calc.breakdown import intensity_records, intensity_text
+
+    spec = load_model(model)
+    recs = intensity_records(spec, parse_values(seq_len, "--seq-len"), weight_dtype, kv_dtype)
+    if fmt is Format.table:
+        typer.echo(intensity_text(spec, recs))
+    else:
+        _emit(fmt, recs, [], [])
 
 
 def main() -> None:

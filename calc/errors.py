@@ -18,7 +18,7 @@ class SpecError(ValueError):
         super().__init__(": ".join([*parts, problem]))
 
     @classmethod
-    def from_validation(cls, path: object, exc: Exception) -> "SpecError":
+    def from_validation(cls, path: object, exc: Exception) -> SpecError:
         """Turn a pydantic ValidationError into one line: the first error, and a count."""
         errors = getattr(exc, "errors", lambda: [])()
         if not errors:

@@ -49,7 +49,7 @@ class AttentionSpec(_Spec):
     sliding_pattern: tuple[bool, ...] | None = None
 
     @model_validator(mode="after")
-    def _check(self) -> "AttentionSpec":
+    def _check(self) -> AttentionSpec:
         if self.kind == "mla":
             need = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
             missing = [n for n in need if getattr(self, n) is None]
@@ -82,7 +82,7 @@ class MLPSpec(_Spec):
     activation: str = "silu"
 
     @model_validator(mode="after")
-    def _check(self) -> "MLPSpec":
+    def _check(self) -> MLPSpec:
         if self.kind != "none" and self.intermediate_size is None:
             raise ValueError(f"kind {self.kind} needs intermediate_size")
         return self
@@ -111,7 +111,7 @@ class MoESpec(_Spec):
     router_bias: bool = False
 
     @model_validator(mode="after")
-    def _check(self) -> "MoESpec":
+    def _check(self) -> MoESpec:
         if self.experts_per_token > self.num_experts:
             raise ValueError(
                 f"experts_per_token ({self.experts_per_token}) exceeds num_experts ({self.num_experts})"
@@ -164,7 +164,7 @@ class ModelSpec(_Spec):
         return data
 
     @model_validator(mode="after")
-    def _check(self) -> "ModelSpec":
+    def _check(self) -> ModelSpec:
         if self.moe is not None and self.mlp.kind == "none":
             raise ValueError("moe needs an mlp kind (gated or plain) for its experts")
         if self.moe is not None and self.moe.first_dense_layers >= self.num_layers:

@@ -1,0 +1,138 @@
+"""The request model: prefill, decode steps, TTFT, TPOT, e2e and throughput.
+
+A request of G output tokens is one prefill at T (which samples token 1), then
+G - 1 decode steps at contexts S = T, ..., T + G - 2. TTFT = prefill + sampling
+(sampling is an operator of the pass); TPOT = mean decode-step time over the
+G - 1 steps; e2e = TTFT + (G - 1) * TPOT. Queueing, tokenisation and network
+are not model time and are not folded in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from calc.errors import SpecError
+from calc.memory import MemoryEstimate, request_memory
+from calc.operators import Dtypes, Pass, pass_ops
+from calc.roofline import Efficiency, PhaseCost, phase_cost
+from calc.specs import HardwareSpec, ModelSpec
+
+# Decode contexts at which the step is evaluated to average it over the G - 1 steps.
+TPOT_NODES = 8
+
+
+def _as_int_array(value, option: str, minimum: int) -> np.ndarray:
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise SpecError(option, None, f"must be a number, got {value!r}") from None
+    if arr.size == 0:
+        raise SpecError(option, None, "no value given")
+    if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+        raise SpecError(option, None, f"must be whole numbers, got {value!r}")
+    if np.any(arr < minimum):
+        raise SpecError(option, None, f"must be >= {minimum}, got {arr.min():g}")
+    return arr
+
+
+def prefill_cost(model, hw, batch, prompt_len, dt, eff, attention="fused", past=0.0) -> tuple[PhaseCost, list]:
+    ops = pass_ops(model, Pass(batch, prompt_len, np.asarray(past, float), "prefill"), dt, attention)
+    return phase_cost(ops, hw, dt, eff), ops
+
+
+def decode_cost(model, hw, batch, context, dt, eff, attention="fused") -> PhaseCost:
+    """One decode step: one new token per sequence over ``context`` cached positions."""
+    ops = pass_ops(model, Pass(batch, np.float64(1.0), np.asarray(context, float), "decode"), dt, attention)
+    return phase_cost(ops, hw, dt, eff)
+
+
+def tpot_nodes(first, steps, k: int = TPOT_NODES):
+    """Integer contexts s_0 = first < ... < s_{k-1} = first + steps - 1 and weights w_j with
+    sum_j w_j f(s_j) = sum over every integer context of the piecewise-linear interpolant
+    of f through the nodes (exact when f is linear between nodes, or when steps <= k).
+    Segment j of d_j integers contributes (d_j + 1)(f_j + f_{j+1})/2; interior nodes are
+    shared by two segments, so f_j is subtracted once."""
+    first = np.asarray(first, float)
+    steps = np.asarray(steps, float)
+    frac = np.linspace(0.0, 1.0, k).reshape((k,) + (1,) * np.ndim(steps))
+    s = first + np.round(frac * np.maximum(steps - 1, 0))
+    d = np.diff(s, axis=0)
+    w = np.zeros(s.shape)
+    w[:-1] += (d + 1) / 2
+    w[1:] += (d + 1) / 2
+    w[1:-1] -= 1
+    return s, w
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Everything `roofline estimate` reports for (model, hardware, B, T, G, dtypes)."""
+
+    model: ModelSpec
+    hardware: HardwareSpec
+    batch: np.ndarray
+    prompt_len: np.ndarray
+    output_len: np.ndarray
+    dtypes: Dtypes
+    attention: str
+    ideal: bool
+    prefill: PhaseCost
+    decode: PhaseCost  # the first decode step, at context T
+    decode_mean_s: np.ndarray  # mean step time over the G - 1 steps (nan when G = 1)
+    memory: MemoryEstimate
+
+    @property
+    def ttft_s(self) -> np.ndarray:
+        return self.prefill.time_s
+
+    @property
+    def tpot_s(self) -> np.ndarray:
+        """Mean decode-step time; nan when G = 1 (no decode step)."""
+        return self.decode_mean_s
+
+    @cached_property
+    def e2e_s(self) -> np.ndarray:
+        steps = self.output_len - 1
+        return self.ttft_s + np.where(steps > 0, steps * np.nan_to_num(self.decode_mean_s), 0.0)
+
+    @property
+    def output_tokens_per_s(self) -> np.ndarray:
+        """B * G output tokens over the request's e2e time."""
+        return self.batch * self.output_len / self.e2e_s
+
+    @property
+    def total_tokens_per_s(self) -> np.ndarray:
+        """B * (T + G) prompt and output tokens over e2e."""
+        return self.batch * (self.prompt_len + self.output_len) / self.e2e_s
+
+
+def estimate(model: ModelSpec, hw: HardwareSpec, batch=1, prompt_len=512, output_len=128, *,
+             weight_dtype=None, kv_dtype=None, compute_dtype=None, group_size: int = 128,
+             attention: str = "fused", ideal: bool = False) -> Estimate:
+    """Estimate one request shape, or many: batch, prompt_len and output_len broadcast."""
+    B = _as_int_array(batch, "--batch", 1)
+    T = _as_int_array(prompt_len, "--prompt-len", 1)
+    G = _as_int_array(output_len, "--output-len", 1)
+    B, T, G = np.broadcast_arrays(B, T, G)
+    held = T + G - 1
+    if np.any(held > model.max_context):
+        worst = held.max()
+        raise SpecError("--prompt-len/--output-len", None,
+                        f"prompt + output - 1 = {worst:g} positions exceeds {model.name}'s max context "
+                        f"{model.max_context}")
+    if attention not in ("fused", "unfused"):
+        raise SpecError("--attention", None, f"must be fused or unfused, got {attention!r}")
+    dt = Dtypes.resolve(model, weight_dtype, kv_dtype, compute_dtype, group_size)
+    eff = Efficiency.of(hw, ideal)
+    prefill, prefill_ops = prefill_cost(model, hw, B, T, dt, eff, attention)
+    first = decode_cost(model, hw, B, T, dt, eff, attention)
+    steps = G - 1
+    s, w = tpot_nodes(T, steps)
+    node_times = decode_cost(model, hw, B, s, dt, eff, attention).time_s
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(steps > 0, (w * node_times).sum(axis=0) / np.maximum(steps, 1), np.nan)
+    memory = request_memory(model, hw, B, T, G, dt, prefill_ops)
+    return Estimate(model, hw, B, T, G, dt, attention, ideal, prefill, first, mean, memory)

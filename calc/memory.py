@@ -1,0 +1,58 @@
+"""Device memory of a request: weights, KV held at the end, peak activations, fit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from calc.operators import Dtypes, OpCost
+from calc.specs import HardwareSpec, ModelSpec
+from calc.units import DTYPE_BYTES
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes on one device. ``fits`` compares total with capacity; ``shortfall_bytes`` says by how much it misses."""
+
+    weights_bytes: np.ndarray
+    kv_cache_bytes: np.ndarray
+    activation_bytes: np.ndarray
+    capacity_bytes: float
+
+    @property
+    def total_bytes(self) -> np.ndarray:
+        return self.weights_bytes + self.kv_cache_bytes + self.activation_bytes
+
+    @property
+    def fits(self) -> np.ndarray:
+        return self.total_bytes <= self.capacity_bytes
+
+    @property
+    def shortfall_bytes(self) -> np.ndarray:
+        """total - capacity where it does not fit, else 0."""
+        return np.maximum(self.total_bytes - self.capacity_bytes, 0.0)
+
+
+def activation_peak_bytes(model: ModelSpec, batch, tokens_per_seq, ops: list[OpCost], dt: Dtypes) -> np.ndarray:
+    """Peak live activations of one pass: the residual stream x[B*n, H] plus the largest
+    operator's inputs and outputs (layers run one after another, so their activations
+    are not held together)."""
+    residual = np.asarray(batch, float) * np.asarray(tokens_per_seq, float) * model.hidden_size * DTYPE_BYTES[dt.act]
+    largest = np.float64(0.0)
+    for op in ops:
+        largest = np.maximum(largest, op.act_read_bytes + op.act_write_bytes)
+    return residual + largest
+
+
+def request_memory(model: ModelSpec, hw: HardwareSpec, batch, prompt_len, output_len, dt: Dtypes,
+                   prefill_ops: list[OpCost]) -> MemoryEstimate:
+    """Weights at the weight dtype, KV for T + G - 1 positions per sequence (sliding layers
+    capped at W), activations at the prefill peak."""
+    positions = np.asarray(prompt_len, float) + np.asarray(output_len, float) - 1
+    return MemoryEstimate(
+        weights_bytes=np.float64(model.weight_bytes(dt.weight, dt.group_size)),
+        kv_cache_bytes=model.kv_cache_bytes(positions, batch, dt.kv),
+        activation_bytes=activation_peak_bytes(model, batch, prompt_len, prefill_ops, dt),
+        capacity_bytes=hw.memory_bytes,
+    )

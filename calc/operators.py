@@ -1,0 +1,400 @@
+"""Per-layer operators of one forward pass: FLOPs and bytes per stream.
+
+A pass appends ``n`` new tokens to each of ``B`` sequences that already hold
+``p`` cached positions: prefill is (n = T, p = 0), a decode step is (n = 1, p = S).
+Every quantity broadcasts over numpy arrays of B, n and p, so one call serves
+one scenario or a million.
+
+Conventions (DESIGN.md): a multiply-add is 2 FLOPs; linear FLOPs are the weight
+matmuls; attention FLOPs are QK^T and PV over the (query, key) pairs a query
+may see; norms, activations, RoPE, softmax, residual and bias adds are "other".
+An OpCost holds the values of ONE layer (or one occurrence) and ``layers``, how
+many times it runs per pass; totals multiply the two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+
+from calc.errors import SpecError
+from calc.specs import ModelSpec
+from calc.units import DTYPE_BYTES, WEIGHT_ONLY, canonical_dtype
+
+# Elementwise FLOPs per element, stated once (small, but present):
+RMSNORM_FLOPS = 4  # square, accumulate, scale by rsqrt, multiply by weight
+LAYERNORM_FLOPS = 7  # mean, subtract, square, accumulate, scale, weight, bias
+ROPE_FLOPS = 3  # x*cos + rotate(x)*sin
+SOFTMAX_FLOPS = 5  # max, subtract, exp, sum, divide (per score)
+SILU_MUL_FLOPS = 5  # silu(g) = g * sigmoid(g) (4), times u (1)
+GELU_FLOPS = 8  # tanh approximation
+RESIDUAL_FLOPS = 1
+
+
+@dataclass(frozen=True)
+class Dtypes:
+    """Weight, KV-cache and compute dtypes (canonical names); activations follow compute,
+    except that 8-bit and 4-bit compute keeps activations between kernels in bf16."""
+
+    weight: str
+    kv: str
+    compute: str
+    group_size: int = 128
+
+    @classmethod
+    def resolve(cls, model: ModelSpec, weight=None, kv=None, compute=None, group_size=128) -> Dtypes:
+        """Defaults: the model's serving dtype; fp8 weights run fp8 GEMMs (W8A8), while
+        weight-only int8/int4/fp4 dequantise to the model dtype. Errors name the option."""
+
+        def pick(value, option):
+            try:
+                return canonical_dtype(value)
+            except ValueError as exc:
+                raise SpecError(option, None, str(exc)) from None
+
+        w = pick(weight or model.serving_dtype, "--weight-dtype")
+        k = pick(kv or model.serving_dtype, "--kv-dtype")
+        c = pick(compute or ("fp8" if w == "fp8" else model.serving_dtype), "--compute-dtype")
+        if c in WEIGHT_ONLY:
+            raise SpecError("--compute-dtype", None, f"{c} is a storage format; matmuls run in bf16/fp16/fp8/int8")
+        if group_size < 1:
+            raise SpecError("--group-size", None, f"must be >= 1, got {group_size}")
+        return cls(w, k, c, group_size)
+
+    @property
+    def act(self) -> str:
+        return self.compute if self.compute in ("fp32", "bf16", "fp16") else "bf16"
+
+    @property
+    def attention_compute(self) -> str:
+        """Attention kernels run at 16-bit when the GEMMs are 8-bit (FlashAttention-2 default)."""
+        return self.act
+
+    def weight_bytes_per_param(self) -> float:
+        b = DTYPE_BYTES[self.weight]
+        return b + (2.0 / self.group_size if self.weight in ("int8", "int4", "fp4") else 0.0)
+
+
+_ZERO = np.float64(0.0)
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """One operator of one layer. ``peak`` picks the roof: matmul, attention or vector."""
+
+    name: str
+    kind: str  # linear | attention | other | comm
+    layers: int
+    linear_flops: np.ndarray = _ZERO
+    attention_flops: np.ndarray = _ZERO
+    other_flops: np.ndarray = _ZERO
+    weight_bytes: np.ndarray = _ZERO
+    kv_read_bytes: np.ndarray = _ZERO
+    kv_write_bytes: np.ndarray = _ZERO
+    act_read_bytes: np.ndarray = _ZERO
+    act_write_bytes: np.ndarray = _ZERO
+    comm_bytes: np.ndarray = _ZERO
+    kernels: float = 1.0
+    peak: str = "matmul"
+    overlappable: bool = False
+
+    @property
+    def flops(self) -> np.ndarray:
+        return self.linear_flops + self.attention_flops + self.other_flops
+
+    @property
+    def bytes(self) -> np.ndarray:
+        """Memory traffic (communication is not memory traffic)."""
+        return (self.weight_bytes + self.kv_read_bytes + self.kv_write_bytes
+                + self.act_read_bytes + self.act_write_bytes)
+
+
+STREAMS = ("weight_bytes", "kv_read_bytes", "kv_write_bytes", "act_read_bytes", "act_write_bytes")
+FLOP_FIELDS = ("linear_flops", "attention_flops", "other_flops")
+NUMERIC_FIELDS = tuple(f.name for f in fields(OpCost) if f.name not in ("name", "kind", "layers", "kernels",
+                                                                          "peak", "overlappable"))
+
+
+@dataclass(frozen=True)
+class Pass:
+    """The shape of one forward pass: B sequences, n new tokens each, p cached positions,
+    ``logits`` positions per sequence that get logits (1: the last, as engines do)."""
+
+    batch: np.ndarray
+    new: np.ndarray
+    past: np.ndarray
+    phase: str  # "prefill" or "decode" (MLA uses the absorbed form in decode)
+    logits: int = 1
+
+    @property
+    def tokens(self) -> np.ndarray:
+        """B * n: rows of every activation matrix."""
+        return self.batch * self.new
+
+
+def attention_pairs(new, past, window=None):
+    """(query, key) pairs per sequence: sum_{i=1..n} min(p + i, W).
+
+    Causal: query i of the new ones (1-based) sees the p cached positions and the
+    first i new ones, capped at the window W. Without a window: n*p + n(n+1)/2.
+    With one: the first m = clip(W - p, 0, n) queries see p + i, the rest see W.
+    """
+    n = np.asarray(new, dtype=float)
+    p = np.asarray(past, dtype=float)
+    if window is None:
+        return n * p + n * (n + 1) / 2
+    m = np.clip(window - p, 0, n)
+    return m * p + m * (m + 1) / 2 + (n - m) * window
+
+
+def positions_attended(new, past, window=None):
+    """Distinct cached positions the pass reads per sequence: min(p + n, W)."""
+    total = np.asarray(past, dtype=float) + np.asarray(new, dtype=float)
+    return total if window is None else np.minimum(total, window)
+
+
+def _linear(name, layers, tokens, k_in, n_out, dt: Dtypes, bias=False, weight_params=None, kernels=1.0):
+    """x[tokens, k_in] @ W[k_in, n_out]: 2*tokens*k_in*n_out FLOPs; W read once."""
+    a = DTYPE_BYTES[dt.act]
+    params = k_in * n_out if weight_params is None else weight_params
+    return OpCost(
+        name, "linear", layers,
+        linear_flops=2.0 * tokens * k_in * n_out,
+        other_flops=tokens * n_out if bias else _ZERO,
+        weight_bytes=np.float64(params * dt.weight_bytes_per_param() + (n_out * a if bias else 0)),
+        act_read_bytes=tokens * k_in * a,
+        act_write_bytes=tokens * n_out * a,
+        kernels=kernels,
+    )
+
+
+def _elementwise(name, layers, elements_in, elements_out, flops_per_elem, dt: Dtypes, weight_elems=0.0,
+                 kernels=1.0):
+    a = DTYPE_BYTES[dt.act]
+    return OpCost(
+        name, "other", layers,
+        other_flops=flops_per_elem * np.asarray(elements_out, dtype=float),
+        weight_bytes=np.float64(weight_elems * a),
+        act_read_bytes=np.asarray(elements_in, dtype=float) * a,
+        act_write_bytes=np.asarray(elements_out, dtype=float) * a,
+        kernels=kernels, peak="vector",
+    )
+
+
+def _norm(name, layers, tokens, width, model: ModelSpec, dt: Dtypes):
+    """RMSNorm/LayerNorm over [tokens, width]: ~4 (7) FLOPs per element, read x, write y."""
+    per = RMSNORM_FLOPS if model.norm == "rmsnorm" else LAYERNORM_FLOPS
+    wts = width * (2 if model.norm == "layernorm" else 1)
+    return _elementwise(name, layers, tokens * width, tokens * width, per, dt, weight_elems=wts)
+
+
+def _attention_core(name, layers, ps: Pass, window, heads, score_dim, value_dim, kv_elems_per_pos,
+                    q_elems, out_elems, dt: Dtypes, kernel: str):
+    """softmax(Q K^T) V over the visible pairs.
+
+    FLOPs: 2*Hq*score_dim (QK^T) + 2*Hq*value_dim (PV) per (query, key) pair;
+    softmax ~5 FLOPs per score ("other"). KV: read min(p+n, W) positions per
+    sequence, write the n new ones. Fused (FlashAttention) keeps scores on chip;
+    unfused writes scores and probabilities and reads them back: 4 passes of
+    B*Hq*pairs elements at the activation dtype.
+    """
+    a = DTYPE_BYTES[dt.act]
+    kvb = DTYPE_BYTES[dt.kv]
+    B, n, p = ps.batch, ps.new, ps.past
+    pairs = B * attention_pairs(n, p, window)
+    scores = heads * pairs
+    act_r = ps.tokens * q_elems * a
+    act_w = ps.tokens * out_elems * a
+    kernels = 2.0  # cache write + attention kernel
+    if kernel == "unfused":
+        act_r = act_r + 2 * scores * a
+        act_w = act_w + 2 * scores * a
+        kernels = 4.0  # cache write, QK^T, softmax, PV
+    return OpCost(
+        name, "attention", layers,
+        attention_flops=2.0 * scores * (score_dim + value_dim),
+        other_flops=SOFTMAX_FLOPS * scores,
+        kv_read_bytes=B * positions_attended(n, p, window) * kv_elems_per_pos * kvb,
+        kv_write_bytes=ps.tokens * kv_elems_per_pos * kvb,
+        act_read_bytes=act_r,
+        act_write_bytes=act_w,
+        kernels=kernels, peak="attention",
+    )
+
+
+def standard_attention_ops(model: ModelSpec, ps: Pass, dt: Dtypes, layers: int, window, kernel: str,
+                           suffix: str = "") -> list[OpCost]:
+    """MHA/GQA/MQA: x[B*n,H] @ Wqkv[H,(Hq+2Hkv)*D], RoPE, attention, @ Wo[Hq*D,H]."""
+    a = model.attention
+    H, Hq, Hkv, D = model.hidden_size, a.num_heads, a.num_kv_heads, a.head_dim
+    tok = ps.tokens
+    ops = []
+    if a.fused_qkv:
+        ops.append(_linear("qkv_proj" + suffix, layers, tok, H, (Hq + 2 * Hkv) * D, dt, bias=a.qkv_bias))
+    else:
+        ops += [
+            _linear("q_proj" + suffix, layers, tok, H, Hq * D, dt, bias=a.qkv_bias),
+            _linear("k_proj" + suffix, layers, tok, H, Hkv * D, dt, bias=a.qkv_bias),
+            _linear("v_proj" + suffix, layers, tok, H, Hkv * D, dt, bias=a.qkv_bias),
+        ]
+    if a.qk_norm:
+        ops.append(_norm("qk_norm" + suffix, layers, tok * (Hq + Hkv), D, model, dt))
+    if model.position_embedding == "rope":
+        e = tok * (Hq + Hkv) * D
+        ops.append(_elementwise("rope" + suffix, layers, e, e, ROPE_FLOPS, dt))
+    ops.append(_attention_core("attention" + suffix, layers, ps, window, Hq, D, D, 2 * Hkv * D,
+                               Hq * D + 2 * Hkv * D, Hq * D, dt, kernel))
+    ops.append(_linear("o_proj" + suffix, layers, tok, Hq * D, H, dt, bias=a.o_bias))
+    return ops
+
+
+def mla_attention_ops(model: ModelSpec, ps: Pass, dt: Dtypes, layers: int, window, kernel: str,
+                      suffix: str = "") -> list[OpCost]:
+    """DeepSeek MLA. The cache holds the latent c_kv[rkv] and the rope key k_r[dr].
+
+    prefill: expand the attended latents through W_UKV[rkv, Hq*(dn+dv)] and run
+      ordinary attention (score dim dn+dr, value dim dv).
+    decode (absorbed): q_nope[Hq,dn] @ W_UK[Hq,dn,rkv] and out[Hq,rkv] @ W_UV[Hq,rkv,dv]
+      once per new token; attention over latents (score dim rkv+dr, value dim rkv).
+    """
+    a = model.attention
+    H, Hq = model.hidden_size, a.num_heads
+    rq, rkv, dn, dr, dv = a.q_lora_rank, a.kv_lora_rank, a.qk_nope_head_dim, a.qk_rope_head_dim, a.v_head_dim
+    tok = ps.tokens
+    ops = []
+    if rq is None:
+        ops.append(_linear("q_proj" + suffix, layers, tok, H, Hq * (dn + dr), dt))
+    else:
+        ops += [
+            _linear("q_a_proj" + suffix, layers, tok, H, rq, dt),
+            _norm("q_a_norm" + suffix, layers, tok, rq, model, dt),
+            _linear("q_b_proj" + suffix, layers, tok, rq, Hq * (dn + dr), dt),
+        ]
+    ops += [
+        _linear("kv_a_proj" + suffix, layers, tok, H, rkv + dr, dt),
+        _norm("kv_a_norm" + suffix, layers, tok, rkv, model, dt),
+    ]
+    e = tok * (Hq + 1) * dr
+    ops.append(_elementwise("rope" + suffix, layers, e, e, ROPE_FLOPS, dt))
+    latent = rkv + dr
+    if ps.phase == "prefill":
+        expanded = ps.batch * positions_attended(ps.new, ps.past, window)
+        ops.append(_linear("kv_b_proj" + suffix, layers, expanded, rkv, Hq * (dn + dv), dt))
+        ops.append(_attention_core("attention" + suffix, layers, ps, window, Hq, dn + dr, dv, latent,
+                                   Hq * (dn + dr), Hq * dv, dt, kernel))
+        # expanded K/V are activations the kernel reads back
+        ops[-1] = replace(ops[-1], act_read_bytes=ops[-1].act_read_bytes
+                           + expanded * Hq * (dn + dv) * DTYPE_BYTES[dt.act])
+    else:
+        ops.append(_linear("q_absorb" + suffix, layers, tok * Hq, dn, rkv, dt, weight_params=Hq * dn * rkv))
+        ops.append(_attention_core("attention" + suffix, layers, ps, window, Hq, rkv + dr, rkv, latent,
+                                   Hq * (rkv + dr), Hq * rkv, dt, kernel))
+        ops.append(_linear("out_absorb" + suffix, layers, tok * Hq, rkv, dv, dt, weight_params=Hq * rkv * dv))
+    ops.append(_linear("o_proj" + suffix, layers, tok, Hq * dv, H, dt))
+    return ops
+
+
+def mlp_ops(model: ModelSpec, tok, dt: Dtypes, layers: int, width: int, prefix: str = "mlp") -> list[OpCost]:
+    """Gated: x @ W_gate_up[H,2F] -> silu(g)*u -> @ W_down[F,H]; plain: up, act, down."""
+    m, H = model.mlp, model.hidden_size
+    if m.kind == "gated":
+        return [
+            _linear(f"{prefix}.gate_up_proj", layers, tok, H, 2 * width, dt, bias=m.bias),
+            _elementwise(f"{prefix}.act_mul", layers, tok * 2 * width, tok * width, SILU_MUL_FLOPS, dt),
+            _linear(f"{prefix}.down_proj", layers, tok, width, H, dt, bias=m.bias),
+        ]
+    return [
+        _linear(f"{prefix}.up_proj", layers, tok, H, width, dt, bias=m.bias),
+        _elementwise(f"{prefix}.act", layers, tok * width, tok * width, GELU_FLOPS, dt),
+        _linear(f"{prefix}.down_proj", layers, tok, width, H, dt, bias=m.bias),
+    ]
+
+
+def experts_touched(num_experts, experts_per_token, routed_tokens):
+    """Expected distinct experts hit by ``routed_tokens`` tokens, each choosing k of E:
+    E * (1 - (1 - k/E)^tokens), under uniform, independent routing."""
+    E, k = float(num_experts), float(experts_per_token)
+    return E * (1.0 - np.power(1.0 - k / E, np.asarray(routed_tokens, dtype=float)))
+
+
+def moe_ops(model: ModelSpec, tok, dt: Dtypes, layers: int) -> list[OpCost]:
+    """Router x @ W_r[H,E]; k routed experts per token; shared experts on every token.
+
+    Routed FLOPs: 2 * tokens * k * (params of one expert). Weight bytes: only the
+    experts the batch routes to, E * (1 - (1 - k/E)^tokens) of them (uniform routing).
+    """
+    m, H = model.moe, model.hidden_size
+    E, k, Fe = m.num_experts, m.experts_per_token, m.expert_intermediate_size
+    a = DTYPE_BYTES[dt.act]
+    expert_params = model.mlp_params(Fe)
+    touched = experts_touched(E, k, tok)
+    routed = OpCost(
+        "moe.experts", "linear", layers,
+        linear_flops=2.0 * tok * k * expert_params,
+        other_flops=tok * k * (SILU_MUL_FLOPS * Fe + H),  # activation + weighted sum of outputs
+        weight_bytes=touched * expert_params * dt.weight_bytes_per_param(),
+        act_read_bytes=tok * k * (H + 2 * Fe) * a,
+        act_write_bytes=tok * k * (3 * Fe + H) * a,
+        kernels=3.0,
+    )
+    ops = [
+        _linear("moe.router", layers, tok, H, E, dt, bias=m.router_bias),
+        _elementwise("moe.topk", layers, tok * E, tok * k, 2, dt),
+        routed,
+    ]
+    if m.num_shared_experts:
+        ops += mlp_ops(model, tok, dt, layers, m.num_shared_experts * m.shared_intermediate, "moe.shared")
+        if m.shared_expert_gate:
+            ops.append(_linear("moe.shared_gate", layers, tok, H, 1, dt))
+    return ops
+
+
+def pass_ops(model: ModelSpec, ps: Pass, dt: Dtypes, attention_kernel: str = "fused") -> list[OpCost]:
+    """Every operator of one forward pass, grouped by layer kind (``layers`` = multiplicity)."""
+    if attention_kernel not in ("fused", "unfused"):
+        raise ValueError(f"attention kernel must be fused or unfused, not {attention_kernel!r}")
+    L, H, V = model.num_layers, model.hidden_size, model.vocab_size
+    tok = ps.tokens
+    a = DTYPE_BYTES[dt.act]
+    base = DTYPE_BYTES[model.serving_dtype]
+    ops: list[OpCost] = [
+        # Embedding lookup: 0 FLOPs; reads only the B*n rows it gathers.
+        OpCost("embedding", "other", 1, weight_bytes=tok * H * base, act_write_bytes=tok * H * a, peak="vector"),
+    ]
+    if model.position_embedding == "learned":
+        ops.append(_elementwise("position_embedding", 1, tok * H, tok * H, 1, dt))
+    n_norms = model.norms_per_layer if model.norm != "none" else 0
+    if n_norms:
+        ops.append(_norm("norms", L * n_norms, tok, H, model, dt))
+    # Attention, split by sliding vs global layers.
+    attn = mla_attention_ops if model.attention.kind == "mla" else standard_attention_ops
+    n_slide = int(model.sliding_layers.sum())
+    if L - n_slide:
+        ops += attn(model, ps, dt, L - n_slide, None, attention_kernel)
+    if n_slide:
+        ops += attn(model, ps, dt, n_slide, model.attention.sliding_window, attention_kernel,
+                    suffix=".local" if n_slide < L else "")
+    # MLP, split by dense vs MoE layers.
+    n_moe = int(model.moe_layers.sum())
+    if L - n_moe and model.mlp.kind != "none":
+        ops += mlp_ops(model, tok, dt, L - n_moe, model.mlp.intermediate_size)
+    if n_moe:
+        ops += moe_ops(model, tok, dt, n_moe)
+    residuals = 2 if model.mlp.kind != "none" else 1
+    ops.append(_elementwise("residual_add", L * residuals, 2 * tok * H, tok * H, RESIDUAL_FLOPS, dt))
+    # Final norm, then logits for the last ``logits`` positions of each sequence.
+    out_tok = ps.batch * np.minimum(ps.new, ps.logits)
+    if model.norm != "none":
+        ops.append(_norm("final_norm", 1, out_tok, H, model, dt))
+    head_dt = Dtypes(model.serving_dtype, dt.kv, dt.act, dt.group_size)
+    ops.append(_linear("lm_head", 1, out_tok, H, V, head_dt))
+    # Sampling: greedy argmax over fp32 logits.
+    ops.append(OpCost("sample", "other", 1, other_flops=out_tok * V, act_read_bytes=out_tok * V * 4.0,
+                      act_write_bytes=out_tok * 8.0, peak="vector"))
+    return ops
+
+
+def total(ops: list[OpCost], field: str) -> np.ndarray:
+    """Sum of a field over all operators, times each operator's layer count."""
+    return sum((getattr(op, field) * op.layers for op in ops), _ZERO)

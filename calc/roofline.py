@@ -1,0 +1,142 @@
+"""Roofline time of each operator and of a whole pass.
+
+time(op) = max(FLOPs / (peak * compute_eff), bytes / (bandwidth * memory_eff))
+           + kernels * kernel_overhead
+time(pass) = sum over operators + step_overhead
+
+"bound" is whichever of the two terms won. Intensity is FLOPs / bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from calc.operators import FLOP_FIELDS, STREAMS, Dtypes, OpCost, total
+from calc.specs import HardwareSpec
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Fractions of peak and fixed overheads used for times (the profile's, or ideal)."""
+
+    compute: float = 1.0
+    memory: float = 1.0
+    kernel_overhead_s: float = 0.0
+    step_overhead_s: float = 0.0
+
+    @classmethod
+    def of(cls, hw: HardwareSpec, ideal: bool = False) -> Efficiency:
+        if ideal:
+            return cls()
+        e = hw.efficiency
+        return cls(e.compute, e.memory, hw.kernel_overhead_s, hw.step_overhead_s)
+
+
+def peak_for(hw: HardwareSpec, dt: Dtypes, peak: str) -> float:
+    """FLOP/s roof for an operator class: matmul at the compute dtype, attention at its
+    own (16-bit) dtype, elementwise ("vector") at fp32 without tensor cores."""
+    if peak == "matmul":
+        return hw.peak_flops_per_s(dt.compute)
+    if peak == "attention":
+        return hw.peak_flops_per_s(dt.attention_compute)
+    return hw.peak_flops_per_s("fp32")
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """An operator with its roofline terms, per occurrence (multiply by op.layers for totals)."""
+
+    op: OpCost
+    compute_s: np.ndarray
+    memory_s: np.ndarray
+    overhead_s: np.ndarray
+
+    @cached_property
+    def time_s(self) -> np.ndarray:
+        return np.maximum(self.compute_s, self.memory_s) + self.overhead_s
+
+    @property
+    def total_time_s(self) -> np.ndarray:
+        return self.time_s * self.op.layers
+
+    @property
+    def compute_bound(self) -> np.ndarray:
+        return self.compute_s >= self.memory_s
+
+    @property
+    def intensity(self) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.op.bytes > 0, self.op.flops / np.where(self.op.bytes > 0, self.op.bytes, 1), np.inf)
+
+
+def op_time(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency) -> OpTime:
+    compute = op.flops / (peak_for(hw, dt, op.peak) * eff.compute)
+    memory = op.bytes / (hw.memory_bandwidth_bytes_per_s * eff.memory)
+    overhead = np.float64(op.kernels * eff.kernel_overhead_s)
+    return OpTime(op, compute, memory, overhead)
+
+
+@dataclass(frozen=True)
+class PhaseCost:
+    """A whole pass: totals over operators, its time and what bounds it."""
+
+    ops: tuple[OpTime, ...]
+    step_overhead_s: float
+
+    def _sum(self, field: str) -> np.ndarray:
+        return total([t.op for t in self.ops], field)
+
+    @cached_property
+    def flops(self) -> np.ndarray:
+        return sum((self._sum(f) for f in FLOP_FIELDS), np.float64(0))
+
+    @cached_property
+    def linear_flops(self) -> np.ndarray:
+        return self._sum("linear_flops")
+
+    @cached_property
+    def attention_flops(self) -> np.ndarray:
+        return self._sum("attention_flops")
+
+    @cached_property
+    def other_flops(self) -> np.ndarray:
+        return self._sum("other_flops")
+
+    @cached_property
+    def bytes(self) -> np.ndarray:
+        return sum((self._sum(s) for s in STREAMS), np.float64(0))
+
+    def stream_bytes(self) -> dict[str, np.ndarray]:
+        return {s: self._sum(s) for s in STREAMS}
+
+    @cached_property
+    def compute_s(self) -> np.ndarray:
+        return sum((t.compute_s * t.op.layers for t in self.ops), np.float64(0))
+
+    @cached_property
+    def memory_s(self) -> np.ndarray:
+        return sum((t.memory_s * t.op.layers for t in self.ops), np.float64(0))
+
+    @cached_property
+    def time_s(self) -> np.ndarray:
+        return sum((t.total_time_s for t in self.ops), np.float64(0)) + self.step_overhead_s
+
+    @property
+    def intensity(self) -> np.ndarray:
+        return self.flops / self.bytes
+
+    @property
+    def compute_bound(self) -> np.ndarray:
+        """The phase is compute-bound when its operators' compute terms outweigh memory terms."""
+        return self.compute_s >= self.memory_s
+
+    @property
+    def bound(self):
+        return np.where(self.compute_bound, "compute", "memory")
+
+
+def phase_cost(ops: list[OpCost], hw: HardwareSpec, dt: Dtypes, eff: Efficiency) -> PhaseCost:
+    return PhaseCost(tuple(op_time(op, hw, dt, eff) for op in ops), eff.step_overhead_s)
