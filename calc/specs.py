@@ -354,6 +354,12 @@ class Price(_Spec):
     date: str
     source: str
 
+    @field_validator("date", mode="before")
+    @classmethod
+    def _date_text(cls, v: object) -> object:
+        """YAML reads 2026-09-25 as a date; keep it as ISO text."""
+        return v.isoformat() if hasattr(v, "isoformat") else v
+
 
 class Efficiency(_Spec):
     """Fractions of peak a real kernel reaches, and fixed overheads; ``source`` says whence."""
