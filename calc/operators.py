@@ -15,6 +15,7 @@ many times it runs per pass; totals multiply the two.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -99,11 +100,11 @@ class OpCost:
     peak: str = "matmul"
     overlappable: bool = False
 
-    @property
+    @cached_property
     def flops(self) -> np.ndarray:
         return self.linear_flops + self.attention_flops + self.other_flops
 
-    @property
+    @cached_property
     def bytes(self) -> np.ndarray:
         """Memory traffic (communication is not memory traffic)."""
         return (self.weight_bytes + self.kv_read_bytes + self.kv_write_bytes
@@ -395,6 +396,19 @@ def pass_ops(model: ModelSpec, ps: Pass, dt: Dtypes, attention_kernel: str = "fu
     return ops
 
 
+def accumulate(terms) -> np.ndarray:
+    """Sum of arrays/scalars, adding in place into one buffer (no temporary per term)."""
+    acc = None
+    for term in terms:
+        if acc is None:
+            acc = np.array(term, dtype=float)
+        elif np.ndim(term) > acc.ndim or np.shape(term) != acc.shape and np.size(term) > acc.size:
+            acc = acc + term
+        else:
+            acc += term
+    return _ZERO if acc is None else acc
+
+
 def total(ops: list[OpCost], field: str) -> np.ndarray:
     """Sum of a field over all operators, times each operator's layer count."""
-    return sum((getattr(op, field) * op.layers for op in ops), _ZERO)
+    return accumulate(getattr(op, field) * op.layers if op.layers != 1 else getattr(op, field) for op in ops)

@@ -63,7 +63,7 @@ def table(rows: Sequence[Sequence[object]], headers: Sequence[str], align: str |
     align = align or "l" + "r" * (len(headers) - 1)
 
     def line(r: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(r, widths, align)).rstrip()
+        return "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(r, widths, align, strict=True)).rstrip()
 
     sep = "  ".join("-" * w for w in widths)
     return "\n".join([line(cells[0]), sep, *(line(r) for r in cells[1:])])

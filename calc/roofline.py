@@ -14,7 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
-from calc.operators import FLOP_FIELDS, STREAMS, Dtypes, OpCost, total
+from calc.operators import STREAMS, Dtypes, OpCost, accumulate, total
 from calc.specs import HardwareSpec
 
 
@@ -91,7 +91,7 @@ class PhaseCost:
 
     @cached_property
     def flops(self) -> np.ndarray:
-        return sum((self._sum(f) for f in FLOP_FIELDS), np.float64(0))
+        return accumulate(t.op.flops * t.op.layers for t in self.ops)
 
     @cached_property
     def linear_flops(self) -> np.ndarray:
@@ -107,22 +107,22 @@ class PhaseCost:
 
     @cached_property
     def bytes(self) -> np.ndarray:
-        return sum((self._sum(s) for s in STREAMS), np.float64(0))
+        return accumulate(t.op.bytes * t.op.layers for t in self.ops)
 
     def stream_bytes(self) -> dict[str, np.ndarray]:
         return {s: self._sum(s) for s in STREAMS}
 
     @cached_property
     def compute_s(self) -> np.ndarray:
-        return sum((t.compute_s * t.op.layers for t in self.ops), np.float64(0))
+        return accumulate(t.compute_s * t.op.layers for t in self.ops)
 
     @cached_property
     def memory_s(self) -> np.ndarray:
-        return sum((t.memory_s * t.op.layers for t in self.ops), np.float64(0))
+        return accumulate(t.memory_s * t.op.layers for t in self.ops)
 
     @cached_property
     def time_s(self) -> np.ndarray:
-        return sum((t.total_time_s for t in self.ops), np.float64(0)) + self.step_overhead_s
+        return accumulate(t.total_time_s for t in self.ops) + self.step_overhead_s
 
     @property
     def intensity(self) -> np.ndarray:
