@@ -7,12 +7,14 @@ import numpy as np
 from calc import firstorder, render
 from calc.latency import decode_cost, prefill_cost
 from calc.operators import Dtypes
+from calc.parallel import Parallel, check
 from calc.roofline import Efficiency, PhaseCost
 from calc.specs import HardwareSpec, ModelSpec
 
 
 def phase_for(model: ModelSpec, hw: HardwareSpec, phase: str, batch, seq_len, *, weight_dtype=None,
-              kv_dtype=None, compute_dtype=None, group_size=128, attention="fused", ideal=False) -> tuple[PhaseCost, Dtypes]:
+              kv_dtype=None, compute_dtype=None, group_size=128, attention="fused", ideal=False,
+              tp=1, pp=1, ep=1, imbalance=1.0) -> tuple[PhaseCost, Dtypes]:
     """The PhaseCost of a prefill of seq_len tokens, or a decode step at context seq_len."""
     from calc.errors import SpecError
 
@@ -21,11 +23,12 @@ def phase_for(model: ModelSpec, hw: HardwareSpec, phase: str, batch, seq_len, *,
         raise SpecError("--attention", None, f"must be fused or unfused, got {attention!r}")
     if seq_len + (phase == "decode") > model.max_context:
         raise SpecError("--seq-len", None, f"{seq_len} exceeds {model.name}'s max context {model.max_context}")
+    par = check(model, Parallel(tp, pp, ep, imbalance))
     eff = Efficiency.of(hw, ideal)
     B, S = np.float64(batch), np.float64(seq_len)
     if phase == "prefill":
-        return prefill_cost(model, hw, B, S, dt, eff, attention)[0], dt
-    return decode_cost(model, hw, B, S, dt, eff, attention), dt
+        return prefill_cost(model, hw, B, S, dt, eff, attention, par=par)[0], dt
+    return decode_cost(model, hw, B, S, dt, eff, attention, par), dt
 
 
 def ops_records(model, hw, phase, batch, seq_len, **options) -> tuple[list[dict], dict]:
@@ -48,7 +51,9 @@ def ops_records(model, hw, phase, batch, seq_len, **options) -> tuple[list[dict]
             "time_s": float(t.time_s),
             "total_time_s": float(t.total_time_s),
             "share": float(t.total_time_s) / total_time if total_time > 0 else 0.0,
-            "bound": "compute" if bool(t.compute_bound) else "memory",
+            "bound": "communication" if op.kind == "comm" else "compute" if bool(t.compute_bound) else "memory",
+            "comm_bytes": float(op.comm_bytes),
+            "overlappable": op.overlappable,
         })
     recs.sort(key=lambda r: -r["total_time_s"])
     summary = {
@@ -58,6 +63,7 @@ def ops_records(model, hw, phase, batch, seq_len, **options) -> tuple[list[dict]
         "attention_flops": float(cost.attention_flops), "other_flops": float(cost.other_flops),
         "bytes": float(cost.bytes), "intensity": float(cost.intensity), "time_s": total_time,
         "step_overhead_s": cost.step_overhead_s, "bound": str(cost.bound),
+        "tp": options.get("tp", 1), "pp": options.get("pp", 1), "ep": options.get("ep", 1), "comm_bytes": float(cost.comm_bytes), "comm_s": float(cost.comm_s),
         "ridge_point": hw.ridge_point(dt.compute),
     }
     return recs, summary
@@ -67,14 +73,16 @@ def ops_text(recs: list[dict], s: dict) -> str:
     what = f"prefill of {s['seq_len']} tokens" if s["phase"] == "prefill" else f"decode step at context {s['seq_len']}"
     head = (f"{s['model']} on {s['hardware']}: {what}, batch {s['batch']} "
             f"(weights {s['weight_dtype']}, KV {s['kv_dtype']}, compute {s['compute_dtype']})")
-    rows = [[r["op"], r["kind"], r["layers"], render.si(r["flops"], "FLOP"), render.nbytes(r["bytes"]),
+    rows = [[r["op"] + (" (overlappable)" if r["overlappable"] else ""), r["kind"], r["layers"],
+             render.si(r["flops"], "FLOP"), render.nbytes(r["bytes"] or r["comm_bytes"]),
              f"{r['intensity']:.3g}", render.seconds(r["time_s"]), render.seconds(r["total_time_s"]),
              render.percent(r["share"]), r["bound"]] for r in recs]
     rows.append(["total", "", "", render.si(s["flops"], "FLOP"), render.nbytes(s["bytes"]), f"{s['intensity']:.3g}",
                  "", render.seconds(s["time_s"]), "100.0%", s["bound"]])
     table = render.table(rows, ["operator", "kind", "x", "FLOPs/layer", "bytes/layer", "FLOP/B", "time/layer",
                                 "total", "share", "bound"], align="llrrrrrrrl")
-    return f"{head}\n\n{table}\n(ridge point {s['ridge_point']:.0f} FLOP/B; x = layers the operator runs in)"
+    note = "; comm rows show bytes sent per GPU" if s["comm_bytes"] else ""
+    return f"{head}\n\n{table}\n(ridge point {s['ridge_point']:.0f} FLOP/B; x = layers the operator runs in{note})"
 
 
 def intensity_records(model: ModelSpec, seq_lens, weight_dtype=None, kv_dtype=None) -> list[dict]:

@@ -209,11 +209,16 @@ ComputeDtypeOpt = Annotated[str | None, typer.Option("--compute-dtype", help="Ma
 AttentionOpt = Annotated[str, typer.Option("--attention", help="Attention kernel: fused (FlashAttention, scores stay on chip) or unfused.")]
 GroupOpt = Annotated[int, typer.Option("--group-size", min=1, help="Weights per quantisation scale for int8/int4/fp4 weights.")]
 IdealOpt = Annotated[bool, typer.Option("--ideal", help="Pure roofline: peak FLOP/s and data-sheet bandwidth, no overheads.")]
+TPOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs (shards heads, MLP, vocab; 2 all-reduces per layer).")]
+PPOpt = Annotated[int, typer.Option("--pp", help="Pipeline stages (layers split; one activation send per stage boundary).")]
+EPOpt = Annotated[int, typer.Option("--ep", help="Expert-parallel GPUs for MoE layers (divides --tp; 2 all-to-alls per MoE layer).")]
+ImbalanceOpt = Annotated[float, typer.Option("--imbalance", help="MoE load imbalance under EP: busiest GPU's routed tokens over the mean (>= 1).")]
 
 
-def _estimate_options(weight_dtype, kv_dtype, compute_dtype, group_size, attention, ideal) -> dict:
+def _estimate_options(weight_dtype, kv_dtype, compute_dtype, group_size, attention, ideal,
+                      tp=1, pp=1, ep=1, imbalance=1.0) -> dict:
     return dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype,
-                group_size=group_size, attention=attention, ideal=ideal)
+                group_size=group_size, attention=attention, ideal=ideal, tp=tp, pp=pp, ep=ep, imbalance=imbalance)
 
 
 @command("estimate")
@@ -229,6 +234,10 @@ def estimate_cmd(
     attention: AttentionOpt = "fused",
     group_size: GroupOpt = 128,
     ideal: IdealOpt = False,
+    tp: TPOpt = 1,
+    pp: PPOpt = 1,
+    ep: EPOpt = 1,
+    imbalance: ImbalanceOpt = 1.0,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Prefill and decode roofline, TTFT / TPOT / e2e (seconds), throughput (tokens/s) and memory (bytes).
@@ -245,7 +254,7 @@ def estimate_cmd(
     G = parse_values(output_len, "--output-len")
     grid = np.meshgrid(B, T, G, indexing="ij")
     est = estimate(spec, hw, *grid, **_estimate_options(weight_dtype, kv_dtype, compute_dtype, group_size,
-                                                         attention, ideal))
+                                                         attention, ideal, tp, pp, ep, imbalance))
     recs = estimate_records(est)
     if fmt is Format.json:
         typer.echo(render.to_json(recs[0] if len(recs) == 1 else recs))
@@ -273,6 +282,10 @@ def ops_cmd(
     attention: AttentionOpt = "fused",
     group_size: GroupOpt = 128,
     ideal: IdealOpt = False,
+    tp: TPOpt = 1,
+    pp: PPOpt = 1,
+    ep: EPOpt = 1,
+    imbalance: ImbalanceOpt = 1.0,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Per-operator breakdown of one pass: one layer's FLOPs, bytes, intensity and time, the totals, sorted by time."""
@@ -280,7 +293,8 @@ def ops_cmd(
 
     spec, hw = load_model(model), load_hardware(hardware)
     recs, summary = ops_records(spec, hw, phase.value, batch, seq_len,
-                                **_estimate_options(weight_dtype, kv_dtype, compute_dtype, group_size, attention, ideal))
+                                **_estimate_options(weight_dtype, kv_dtype, compute_dtype, group_size, attention, ideal,
+                                                    tp, pp, ep, imbalance))
     if fmt is Format.json:
         typer.echo(render.to_json({**summary, "ops": recs}))
     elif fmt is Format.csv:

@@ -9,6 +9,7 @@ are not model time and are not folded in.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -16,7 +17,8 @@ import numpy as np
 
 from calc.errors import SpecError
 from calc.memory import MemoryEstimate, request_memory
-from calc.operators import Dtypes, Pass, pass_ops
+from calc.operators import Dtypes, Pass, accumulate, pass_ops
+from calc.parallel import Parallel, check, link
 from calc.roofline import Efficiency, PhaseCost, phase_cost
 from calc.specs import HardwareSpec, ModelSpec
 
@@ -38,15 +40,17 @@ def _as_int_array(value, option: str, minimum: int) -> np.ndarray:
     return arr
 
 
-def prefill_cost(model, hw, batch, prompt_len, dt, eff, attention="fused", past=0.0) -> tuple[PhaseCost, list]:
-    ops = pass_ops(model, Pass(batch, prompt_len, np.asarray(past, float), "prefill"), dt, attention)
-    return phase_cost(ops, hw, dt, eff), ops
+def prefill_cost(model, hw, batch, prompt_len, dt, eff, attention="fused", past=0.0,
+                 par: Parallel = Parallel()) -> tuple[PhaseCost, list]:
+    """A prefill of ``prompt_len`` tokens per sequence (after ``past`` cached ones), on one GPU of the split."""
+    ops = pass_ops(model, Pass(batch, prompt_len, np.asarray(past, float), "prefill"), dt, attention, par)
+    return phase_cost(ops, hw, dt, eff, link(hw, par)), ops
 
 
-def decode_cost(model, hw, batch, context, dt, eff, attention="fused") -> PhaseCost:
+def decode_cost(model, hw, batch, context, dt, eff, attention="fused", par: Parallel = Parallel()) -> PhaseCost:
     """One decode step: one new token per sequence over ``context`` cached positions."""
-    ops = pass_ops(model, Pass(batch, np.float64(1.0), np.asarray(context, float), "decode"), dt, attention)
-    return phase_cost(ops, hw, dt, eff)
+    ops = pass_ops(model, Pass(batch, np.float64(1.0), np.asarray(context, float), "decode"), dt, attention, par)
+    return phase_cost(ops, hw, dt, eff, link(hw, par))
 
 
 def tpot_nodes(first, steps, k: int = TPOT_NODES):
@@ -79,10 +83,21 @@ class Estimate:
     dtypes: Dtypes
     attention: str
     ideal: bool
+    parallel: Parallel
     prefill: PhaseCost
     decode: PhaseCost  # the first decode step, at context T
     decode_mean_s: np.ndarray  # mean step time over the G - 1 steps (nan when G = 1)
     memory: MemoryEstimate
+
+    @property
+    def weight_bytes(self) -> float:
+        """All weights of the model at the weight dtype (not per GPU)."""
+        return self.model.weight_bytes(self.dtypes.weight, self.dtypes.group_size)
+
+    @property
+    def kv_cache_bytes(self) -> np.ndarray:
+        """KV held at the end of the request by all B sequences, whole model (not per GPU)."""
+        return self.model.kv_cache_bytes(self.prompt_len + self.output_len - 1, self.batch, self.dtypes.kv)
 
     @property
     def ttft_s(self) -> np.ndarray:
@@ -108,11 +123,29 @@ class Estimate:
         """B * (T + G) prompt and output tokens over e2e."""
         return self.batch * (self.prompt_len + self.output_len) / self.e2e_s
 
+    def stage_s(self, phase: PhaseCost) -> np.ndarray:
+        """Slowest pipeline stage of a pass: its share of the layers' time plus one send.
+        With PP micro-batches in flight the pipeline completes a pass every stage_s."""
+        pp = self.parallel.pp
+        if pp == 1:
+            return phase.time_s
+        sends = accumulate(t.total_time_s for t in phase.ops if t.op.name == "pp.send")
+        return (phase.time_s - sends) * math.ceil(self.model.num_layers / pp) / self.model.num_layers + sends / (pp - 1)
+
+    @property
+    def pipelined_output_tokens_per_s(self) -> np.ndarray:
+        """Decode throughput with PP micro-batches of B sequences in flight: PP * B / stage time."""
+        mean_step = np.where(np.isnan(self.decode_mean_s), self.decode.time_s, self.decode_mean_s)
+        stage = self.stage_s(self.decode) * mean_step / self.decode.time_s
+        return self.parallel.pp * self.batch / stage
+
 
 def estimate(model: ModelSpec, hw: HardwareSpec, batch=1, prompt_len=512, output_len=128, *,
              weight_dtype=None, kv_dtype=None, compute_dtype=None, group_size: int = 128,
-             attention: str = "fused", ideal: bool = False) -> Estimate:
-    """Estimate one request shape, or many: batch, prompt_len and output_len broadcast."""
+             attention: str = "fused", ideal: bool = False, tp: int = 1, pp: int = 1, ep: int = 1,
+             imbalance: float = 1.0) -> Estimate:
+    """Estimate one request shape, or many: batch, prompt_len and output_len broadcast.
+    Times and memory are per GPU of a TP x PP split (calc.parallel)."""
     B = _as_int_array(batch, "--batch", 1)
     T = _as_int_array(prompt_len, "--prompt-len", 1)
     G = _as_int_array(output_len, "--output-len", 1)
@@ -126,13 +159,15 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batch=1, prompt_len=512, output
     if attention not in ("fused", "unfused"):
         raise SpecError("--attention", None, f"must be fused or unfused, got {attention!r}")
     dt = Dtypes.resolve(model, weight_dtype, kv_dtype, compute_dtype, group_size)
+    par = check(model, Parallel(tp, pp, ep, imbalance))
+    link(hw, par)  # a split on hardware without a link is an input error, raised here
     eff = Efficiency.of(hw, ideal)
-    prefill, prefill_ops = prefill_cost(model, hw, B, T, dt, eff, attention)
-    first = decode_cost(model, hw, B, T, dt, eff, attention)
+    prefill, prefill_ops = prefill_cost(model, hw, B, T, dt, eff, attention, par=par)
+    first = decode_cost(model, hw, B, T, dt, eff, attention, par)
     steps = G - 1
     s, w = tpot_nodes(T, steps)
-    node_times = decode_cost(model, hw, B, s, dt, eff, attention).time_s
+    node_times = decode_cost(model, hw, B, s, dt, eff, attention, par).time_s
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(steps > 0, (w * node_times).sum(axis=0) / np.maximum(steps, 1), np.nan)
-    memory = request_memory(model, hw, B, T, G, dt, prefill_ops)
-    return Estimate(model, hw, B, T, G, dt, attention, ideal, prefill, first, mean, memory)
+    memory = request_memory(model, hw, B, T, G, dt, prefill_ops, par)
+    return Estimate(model, hw, B, T, G, dt, attention, ideal, par, prefill, first, mean, memory)

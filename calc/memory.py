@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from calc.operators import Dtypes, OpCost
+from calc.parallel import Parallel, kv_heads_per_gpu, sharded_weight_bytes
 from calc.specs import HardwareSpec, ModelSpec
 from calc.units import DTYPE_BYTES
 
@@ -45,14 +47,24 @@ def activation_peak_bytes(model: ModelSpec, batch, tokens_per_seq, ops: list[OpC
     return residual + largest
 
 
+def kv_share_per_gpu(model: ModelSpec, par: Parallel) -> float:
+    """Fraction of the whole model's KV cache the busiest GPU holds: its stage's
+    ceil(L/PP) of L layers, times max(Hkv/TP, 1)/Hkv of the heads (MLA's latent cache
+    is replicated on every TP rank, so 1)."""
+    a = model.attention
+    heads = 1.0 if a.kind == "mla" else kv_heads_per_gpu(model, par.tp) / a.num_kv_heads
+    return heads * math.ceil(model.num_layers / par.pp) / model.num_layers
+
+
 def request_memory(model: ModelSpec, hw: HardwareSpec, batch, prompt_len, output_len, dt: Dtypes,
-                   prefill_ops: list[OpCost]) -> MemoryEstimate:
-    """Weights at the weight dtype, KV for T + G - 1 positions per sequence (sliding layers
-    capped at W), activations at the prefill peak."""
+                   prefill_ops: list[OpCost], par: Parallel = Parallel()) -> MemoryEstimate:
+    """Per GPU: weights at the weight dtype (sharded), KV for T + G - 1 positions per
+    sequence (sliding layers capped at W; sharded), activations at the prefill peak."""
     positions = np.asarray(prompt_len, float) + np.asarray(output_len, float) - 1
+    weights = sharded_weight_bytes(model, dt.weight_bytes_per_param(), DTYPE_BYTES[model.serving_dtype], par)
     return MemoryEstimate(
-        weights_bytes=np.float64(model.weight_bytes(dt.weight, dt.group_size)),
-        kv_cache_bytes=model.kv_cache_bytes(positions, batch, dt.kv),
+        weights_bytes=np.float64(weights),
+        kv_cache_bytes=model.kv_cache_bytes(positions, batch, dt.kv) * kv_share_per_gpu(model, par),
         activation_bytes=activation_peak_bytes(model, batch, prompt_len, prefill_ops, dt),
         capacity_bytes=hw.memory_bytes,
     )

@@ -14,12 +14,13 @@ many times it runs per pass; totals multiply the two.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
 
 from calc.errors import SpecError
+from calc.parallel import Parallel, all_to_all, kv_heads_per_gpu, ring_allreduce
 from calc.specs import ModelSpec
 from calc.units import DTYPE_BYTES, WEIGHT_ONLY, canonical_dtype
 
@@ -95,7 +96,8 @@ class OpCost:
     kv_write_bytes: np.ndarray = _ZERO
     act_read_bytes: np.ndarray = _ZERO
     act_write_bytes: np.ndarray = _ZERO
-    comm_bytes: np.ndarray = _ZERO
+    comm_bytes: np.ndarray = _ZERO  # bytes this GPU sends over the link
+    comm_hops: float = 0.0  # latency hops of the collective
     kernels: float = 1.0
     peak: str = "matmul"
     overlappable: bool = False
@@ -113,8 +115,6 @@ class OpCost:
 
 STREAMS = ("weight_bytes", "kv_read_bytes", "kv_write_bytes", "act_read_bytes", "act_write_bytes")
 FLOP_FIELDS = ("linear_flops", "attention_flops", "other_flops")
-NUMERIC_FIELDS = tuple(f.name for f in fields(OpCost) if f.name not in ("name", "kind", "layers", "kernels",
-                                                                          "peak", "overlappable"))
 
 
 @dataclass(frozen=True)
@@ -225,10 +225,12 @@ def _attention_core(name, layers, ps: Pass, window, heads, score_dim, value_dim,
 
 
 def standard_attention_ops(model: ModelSpec, ps: Pass, dt: Dtypes, layers: int, window, kernel: str,
-                           suffix: str = "") -> list[OpCost]:
-    """MHA/GQA/MQA: x[B*n,H] @ Wqkv[H,(Hq+2Hkv)*D], RoPE, attention, @ Wo[Hq*D,H]."""
+                           par: Parallel, suffix: str = "") -> list[OpCost]:
+    """MHA/GQA/MQA: x[B*n,H] @ Wqkv[H,(Hq+2Hkv)*D], RoPE, attention, @ Wo[Hq*D,H].
+    Per GPU under TP: Hq/TP query heads and max(Hkv/TP, 1) KV heads."""
     a = model.attention
-    H, Hq, Hkv, D = model.hidden_size, a.num_heads, a.num_kv_heads, a.head_dim
+    H, D = model.hidden_size, a.head_dim
+    Hq, Hkv = a.num_heads // par.tp, kv_heads_per_gpu(model, par.tp)
     tok = ps.tokens
     ops = []
     if a.fused_qkv:
@@ -251,16 +253,17 @@ def standard_attention_ops(model: ModelSpec, ps: Pass, dt: Dtypes, layers: int, 
 
 
 def mla_attention_ops(model: ModelSpec, ps: Pass, dt: Dtypes, layers: int, window, kernel: str,
-                      suffix: str = "") -> list[OpCost]:
+                      par: Parallel, suffix: str = "") -> list[OpCost]:
     """DeepSeek MLA. The cache holds the latent c_kv[rkv] and the rope key k_r[dr].
 
     prefill: expand the attended latents through W_UKV[rkv, Hq*(dn+dv)] and run
       ordinary attention (score dim dn+dr, value dim dv).
     decode (absorbed): q_nope[Hq,dn] @ W_UK[Hq,dn,rkv] and out[Hq,rkv] @ W_UV[Hq,rkv,dv]
       once per new token; attention over latents (score dim rkv+dr, value dim rkv).
+    Under TP the heads split; the down projections and the latent cache are replicated.
     """
     a = model.attention
-    H, Hq = model.hidden_size, a.num_heads
+    H, Hq = model.hidden_size, a.num_heads // par.tp
     rq, rkv, dn, dr, dv = a.q_lora_rank, a.kv_lora_rank, a.qk_nope_head_dim, a.qk_rope_head_dim, a.v_head_dim
     tok = ps.tokens
     ops = []
@@ -319,24 +322,28 @@ def experts_touched(num_experts, experts_per_token, routed_tokens):
     return E * (1.0 - np.power(1.0 - k / E, np.asarray(routed_tokens, dtype=float)))
 
 
-def moe_ops(model: ModelSpec, tok, dt: Dtypes, layers: int) -> list[OpCost]:
+def moe_ops(model: ModelSpec, tok, dt: Dtypes, layers: int, par: Parallel) -> list[OpCost]:
     """Router x @ W_r[H,E]; k routed experts per token; shared experts on every token.
 
     Routed FLOPs: 2 * tokens * k * (params of one expert). Weight bytes: only the
     experts the batch routes to, E * (1 - (1 - k/E)^tokens) of them (uniform routing).
+    Per GPU under EP = E' and TP: E/E' local experts, each TP/E' ways narrower; the
+    busiest GPU gets ``imbalance`` times its 1/E' share of the routed tokens.
     """
     m, H = model.moe, model.hidden_size
-    E, k, Fe = m.num_experts, m.experts_per_token, m.expert_intermediate_size
+    E, k = m.num_experts, m.experts_per_token
+    Fe = m.expert_intermediate_size / par.expert_tp
     a = DTYPE_BYTES[dt.act]
-    expert_params = model.mlp_params(Fe)
-    touched = experts_touched(E, k, tok)
+    expert_params = model.mlp_params(m.expert_intermediate_size) / par.expert_tp
+    touched = experts_touched(E, k, tok) / par.ep
+    routed_tok = tok * k * par.imbalance / par.ep
     routed = OpCost(
         "moe.experts", "linear", layers,
-        linear_flops=2.0 * tok * k * expert_params,
-        other_flops=tok * k * (SILU_MUL_FLOPS * Fe + H),  # activation + weighted sum of outputs
+        linear_flops=2.0 * routed_tok * expert_params,
+        other_flops=routed_tok * (SILU_MUL_FLOPS * Fe + H),  # activation + weighted sum of outputs
         weight_bytes=touched * expert_params * dt.weight_bytes_per_param(),
-        act_read_bytes=tok * k * (H + 2 * Fe) * a,
-        act_write_bytes=tok * k * (3 * Fe + H) * a,
+        act_read_bytes=routed_tok * (H + 2 * Fe) * a,
+        act_write_bytes=routed_tok * (3 * Fe + H) * a,
         kernels=3.0,
     )
     ops = [
@@ -345,14 +352,16 @@ def moe_ops(model: ModelSpec, tok, dt: Dtypes, layers: int) -> list[OpCost]:
         routed,
     ]
     if m.num_shared_experts:
-        ops += mlp_ops(model, tok, dt, layers, m.num_shared_experts * m.shared_intermediate, "moe.shared")
+        ops += mlp_ops(model, tok, dt, layers, m.num_shared_experts * m.shared_intermediate / par.tp, "moe.shared")
         if m.shared_expert_gate:
             ops.append(_linear("moe.shared_gate", layers, tok, H, 1, dt))
     return ops
 
 
-def pass_ops(model: ModelSpec, ps: Pass, dt: Dtypes, attention_kernel: str = "fused") -> list[OpCost]:
-    """Every operator of one forward pass, grouped by layer kind (``layers`` = multiplicity)."""
+def pass_ops(model: ModelSpec, ps: Pass, dt: Dtypes, attention_kernel: str = "fused",
+             par: Parallel = Parallel()) -> list[OpCost]:
+    """Every operator of one forward pass on one GPU, grouped by layer kind (``layers`` =
+    multiplicity), with the communication a split adds (calc.parallel)."""
     if attention_kernel not in ("fused", "unfused"):
         raise ValueError(f"attention kernel must be fused or unfused, not {attention_kernel!r}")
     L, H, V = model.num_layers, model.hidden_size, model.vocab_size
@@ -361,7 +370,9 @@ def pass_ops(model: ModelSpec, ps: Pass, dt: Dtypes, attention_kernel: str = "fu
     base = DTYPE_BYTES[model.serving_dtype]
     ops: list[OpCost] = [
         # Embedding lookup: 0 FLOPs; reads only the B*n rows it gathers.
-        OpCost("embedding", "other", 1, weight_bytes=tok * H * base, act_write_bytes=tok * H * a, peak="vector"),
+        # Vocab-parallel under TP: each GPU gathers the rows in its vocab slice.
+        OpCost("embedding", "other", 1, weight_bytes=tok * H * base / par.tp, act_write_bytes=tok * H * a,
+               peak="vector"),
     ]
     if model.position_embedding == "learned":
         ops.append(_elementwise("position_embedding", 1, tok * H, tok * H, 1, dt))
@@ -372,16 +383,16 @@ def pass_ops(model: ModelSpec, ps: Pass, dt: Dtypes, attention_kernel: str = "fu
     attn = mla_attention_ops if model.attention.kind == "mla" else standard_attention_ops
     n_slide = int(model.sliding_layers.sum())
     if L - n_slide:
-        ops += attn(model, ps, dt, L - n_slide, None, attention_kernel)
+        ops += attn(model, ps, dt, L - n_slide, None, attention_kernel, par)
     if n_slide:
-        ops += attn(model, ps, dt, n_slide, model.attention.sliding_window, attention_kernel,
+        ops += attn(model, ps, dt, n_slide, model.attention.sliding_window, attention_kernel, par,
                     suffix=".local" if n_slide < L else "")
     # MLP, split by dense vs MoE layers.
     n_moe = int(model.moe_layers.sum())
     if L - n_moe and model.mlp.kind != "none":
-        ops += mlp_ops(model, tok, dt, L - n_moe, model.mlp.intermediate_size)
+        ops += mlp_ops(model, tok, dt, L - n_moe, model.mlp.intermediate_size / par.tp)
     if n_moe:
-        ops += moe_ops(model, tok, dt, n_moe)
+        ops += moe_ops(model, tok, dt, n_moe, par)
     residuals = 2 if model.mlp.kind != "none" else 1
     ops.append(_elementwise("residual_add", L * residuals, 2 * tok * H, tok * H, RESIDUAL_FLOPS, dt))
     # Final norm, then logits for the last ``logits`` positions of each sequence.
@@ -389,10 +400,40 @@ def pass_ops(model: ModelSpec, ps: Pass, dt: Dtypes, attention_kernel: str = "fu
     if model.norm != "none":
         ops.append(_norm("final_norm", 1, out_tok, H, model, dt))
     head_dt = Dtypes(model.serving_dtype, dt.kv, dt.act, dt.group_size)
-    ops.append(_linear("lm_head", 1, out_tok, H, V, head_dt))
-    # Sampling: greedy argmax over fp32 logits.
-    ops.append(OpCost("sample", "other", 1, other_flops=out_tok * V, act_read_bytes=out_tok * V * 4.0,
-                      act_write_bytes=out_tok * 8.0, peak="vector"))
+    ops.append(_linear("lm_head", 1, out_tok, H, V / par.tp, head_dt))
+    # Sampling: greedy argmax over the fp32 logits (the vocab slice, under TP).
+    ops.append(OpCost("sample", "other", 1, other_flops=out_tok * V / par.tp,
+                      act_read_bytes=out_tok * V / par.tp * 4.0, act_write_bytes=out_tok * 8.0, peak="vector"))
+    return ops + comm_ops(model, ps, dt, par)
+
+
+def comm_ops(model: ModelSpec, ps: Pass, dt: Dtypes, par: Parallel) -> list[OpCost]:
+    """Collectives of one pass on one GPU (calc.parallel): TP all-reduces of x[B*n, H] after
+    attention and after the MLP in every layer and after the embedding; the gather of the
+    vocab-sharded logits; EP all-to-alls (dispatch, combine) per MoE layer; PP transfers of
+    x[B*n, H] between stages. TP collectives sit on the critical path (the next operator
+    needs their result); PP sends overlap with other micro-batches' work."""
+    L, H = model.num_layers, model.hidden_size
+    a = DTYPE_BYTES[dt.act]
+    message = ps.tokens * H * a
+    ops: list[OpCost] = []
+    if par.tp > 1:
+        sent, hops = ring_allreduce(message, par.tp)
+        n_moe = int(model.moe_layers.sum()) if par.ep > 1 else 0
+        per_layer = 2 if model.mlp.kind != "none" else 1
+        ops.append(OpCost("tp.allreduce", "comm", L * per_layer - n_moe + 1, comm_bytes=sent, comm_hops=hops,
+                          peak="link"))
+        logits = ps.batch * np.minimum(ps.new, ps.logits) * model.vocab_size / par.tp * 4.0
+        ops.append(OpCost("tp.logits_gather", "comm", 1, comm_bytes=logits * (par.tp - 1),
+                          comm_hops=float(par.tp - 1), peak="link"))
+    if par.ep > 1:
+        routed = ps.tokens * model.moe.experts_per_token * H * a * par.imbalance / par.tp
+        sent, hops = all_to_all(routed, par.ep)
+        ops.append(OpCost("ep.all_to_all", "comm", 2 * int(model.moe_layers.sum()), comm_bytes=sent,
+                          comm_hops=hops, peak="link", overlappable=True))
+    if par.pp > 1:
+        ops.append(OpCost("pp.send", "comm", par.pp - 1, comm_bytes=message, comm_hops=1.0, peak="link",
+                          overlappable=True))
     return ops
 
 

@@ -57,8 +57,12 @@ def estimate_records(est: Estimate) -> list[dict]:
             "attention": est.attention,
             "ideal": est.ideal,
             "calibrated": hw.calibration is not None,
-            "weight_bytes": _at(est.memory.weights_bytes, i),
-            "kv_cache_bytes": _at(est.memory.kv_cache_bytes, i),
+            "tp": est.parallel.tp,
+            "pp": est.parallel.pp,
+            "ep": est.parallel.ep,
+            "gpus": est.parallel.gpus,
+            "weight_bytes": est.weight_bytes,
+            "kv_cache_bytes": _at(est.kv_cache_bytes, i),
             "prefill": _phase(est.prefill, i),
             "decode": {"context": int(_at(est.prompt_len, i)), **_phase(est.decode, i)},
             "ttft_s": _at(est.ttft_s, i),
@@ -67,6 +71,10 @@ def estimate_records(est: Estimate) -> list[dict]:
             "output_tokens_per_s": _at(est.output_tokens_per_s, i),
             "total_tokens_per_s": _at(est.total_tokens_per_s, i),
             "ridge_point": hw.ridge_point(est.dtypes.compute),
+            "communication": {
+                "prefill": {"bytes": _at(est.prefill.comm_bytes, i), "time_s": _at(est.prefill.comm_s, i)},
+                "decode": {"bytes": _at(est.decode.comm_bytes, i), "time_s": _at(est.decode.comm_s, i)},
+            },
             "memory": {
                 "weights_bytes": _at(est.memory.weights_bytes, i),
                 "kv_cache_bytes": _at(est.memory.kv_cache_bytes, i),
@@ -77,6 +85,12 @@ def estimate_records(est: Estimate) -> list[dict]:
                 "shortfall_bytes": _at(est.memory.shortfall_bytes, i),
             },
         }
+        if est.parallel.pp > 1:
+            rec["pipeline"] = {
+                "prefill_stage_s": _at(est.stage_s(est.prefill), i),
+                "decode_stage_s": _at(est.stage_s(est.decode), i),
+                "output_tokens_per_s": _at(est.pipelined_output_tokens_per_s, i),
+            }
         out.append(rec)
     return out
 
@@ -105,13 +119,25 @@ def estimate_text(rec: dict) -> str:
     head = (f"{rec['model']} on {rec['hardware']}: batch {rec['batch']}, prompt {rec['prompt_len']}, "
             f"output {rec['output_len']}; weights {rec['weight_dtype']}, KV {rec['kv_dtype']}, "
             f"compute {rec['compute_dtype']}, attention {rec['attention']}"
-            + (", ideal roofline" if rec["ideal"] else "") + (", calibrated profile" if rec["calibrated"] else ""))
+            + (", ideal roofline" if rec["ideal"] else "") + (", calibrated profile" if rec["calibrated"] else "")
+            + (f"; TP {rec['tp']} x PP {rec['pp']}" + (f", EP {rec['ep']}" if rec["ep"] > 1 else "")
+               + f" = {rec['gpus']} GPUs (times and memory per GPU)" if rec["gpus"] > 1 or rec["ep"] > 1 else ""))
     rows = []
     for label, ph in (("prefill", rec["prefill"]), (f"decode @ {rec['decode']['context']}", rec["decode"])):
         rows.append([label, render.si(ph["flops"], "FLOP"), render.nbytes(ph["bytes"]),
                      f"{ph['intensity']:.3g}", render.seconds(ph["time_s"]), ph["bound"]])
     phases = render.table(rows, ["phase", "FLOPs", "bytes", "FLOP/B", "time", "bound"])
     tpot = render.seconds(rec["tpot_s"]) if rec["tpot_s"] is not None else "- (one output token)"
+    comm = rec["communication"]
+    extra = []
+    if comm["decode"]["bytes"]:
+        extra.append(f"communication  prefill {render.nbytes(comm['prefill']['bytes'])} sent in "
+                     f"{render.seconds(comm['prefill']['time_s'])}, decode step {render.nbytes(comm['decode']['bytes'])} "
+                     f"in {render.seconds(comm['decode']['time_s'])} (per GPU, in the times above)")
+    if "pipeline" in rec:
+        p = rec["pipeline"]
+        extra.append(f"pipeline  stage {render.seconds(p['decode_stage_s'])} per decode step; with {rec['pp']} "
+                     f"micro-batches in flight {p['output_tokens_per_s']:.4g} output tok/s")
     m = rec["memory"]
     lines = [
         head,
@@ -121,6 +147,7 @@ def estimate_text(rec: dict) -> str:
         "",
         f"TTFT  {render.seconds(rec['ttft_s'])}   TPOT  {tpot}   e2e  {render.seconds(rec['e2e_s'])}",
         f"throughput  {rec['output_tokens_per_s']:.4g} output tok/s, {rec['total_tokens_per_s']:.4g} total tok/s",
+        *extra,
         "",
         f"memory  weights {render.nbytes(m['weights_bytes'])} + KV {render.nbytes(m['kv_cache_bytes'])} "
         f"+ activations {render.nbytes(m['activation_bytes'])} = {render.nbytes(m['total_bytes'])}",

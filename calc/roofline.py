@@ -2,6 +2,7 @@
 
 time(op) = max(FLOPs / (peak * compute_eff), bytes / (bandwidth * memory_eff))
            + kernels * kernel_overhead
+           + sent bytes / link bandwidth + hops * link latency     (collectives only)
 time(pass) = sum over operators + step_overhead
 
 "bound" is whichever of the two terms won. Intensity is FLOPs / bytes.
@@ -53,10 +54,11 @@ class OpTime:
     compute_s: np.ndarray
     memory_s: np.ndarray
     overhead_s: np.ndarray
+    comm_s: np.ndarray = np.float64(0.0)
 
     @cached_property
     def time_s(self) -> np.ndarray:
-        return np.maximum(self.compute_s, self.memory_s) + self.overhead_s
+        return np.maximum(self.compute_s, self.memory_s) + self.overhead_s + self.comm_s
 
     @property
     def total_time_s(self) -> np.ndarray:
@@ -72,7 +74,13 @@ class OpTime:
             return np.where(self.op.bytes > 0, self.op.flops / np.where(self.op.bytes > 0, self.op.bytes, 1), np.inf)
 
 
-def op_time(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency) -> OpTime:
+def op_time(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency,
+            link: tuple[float, float] = (np.inf, 0.0)) -> OpTime:
+    """Roofline terms of one operator; ``link`` is (bytes/s per direction, s per hop)."""
+    if op.kind == "comm":
+        bw, hop_s = link
+        z = np.float64(0.0)
+        return OpTime(op, z, z, z, op.comm_bytes / bw + op.comm_hops * hop_s)
     compute = op.flops / (peak_for(hw, dt, op.peak) * eff.compute)
     memory = op.bytes / (hw.memory_bandwidth_bytes_per_s * eff.memory)
     overhead = np.float64(op.kernels * eff.kernel_overhead_s)
@@ -124,6 +132,16 @@ class PhaseCost:
     def time_s(self) -> np.ndarray:
         return accumulate(t.total_time_s for t in self.ops) + self.step_overhead_s
 
+    @cached_property
+    def comm_s(self) -> np.ndarray:
+        """Time spent in collectives (included in time_s)."""
+        return accumulate(t.comm_s * t.op.layers for t in self.ops)
+
+    @property
+    def comm_bytes(self) -> np.ndarray:
+        """Bytes this GPU sends over the link during the pass."""
+        return self._sum("comm_bytes")
+
     @property
     def intensity(self) -> np.ndarray:
         return self.flops / self.bytes
@@ -135,8 +153,11 @@ class PhaseCost:
 
     @property
     def bound(self):
-        return np.where(self.compute_bound, "compute", "memory")
+        """compute, memory, or communication when collectives outweigh both."""
+        comm = self.comm_s > np.maximum(self.compute_s, self.memory_s)
+        return np.where(comm, "communication", np.where(self.compute_bound, "compute", "memory"))
 
 
-def phase_cost(ops: list[OpCost], hw: HardwareSpec, dt: Dtypes, eff: Efficiency) -> PhaseCost:
-    return PhaseCost(tuple(op_time(op, hw, dt, eff) for op in ops), eff.step_overhead_s)
+def phase_cost(ops: list[OpCost], hw: HardwareSpec, dt: Dtypes, eff: Efficiency,
+               link: tuple[float, float] = (np.inf, 0.0)) -> PhaseCost:
+    return PhaseCost(tuple(op_time(op, hw, dt, eff, link) for op in ops), eff.step_overhead_s)
