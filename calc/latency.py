@@ -18,7 +18,7 @@ import numpy as np
 from calc.errors import SpecError
 from calc.memory import MemoryEstimate, request_memory
 from calc.operators import Dtypes, Pass, accumulate, pass_ops
-from calc.parallel import Parallel, check, link
+from calc.parallel import SINGLE, Parallel, check, link
 from calc.roofline import Efficiency, PhaseCost, phase_cost
 from calc.specs import HardwareSpec, ModelSpec
 
@@ -41,13 +41,13 @@ def _as_int_array(value, option: str, minimum: int) -> np.ndarray:
 
 
 def prefill_cost(model, hw, batch, prompt_len, dt, eff, attention="fused", past=0.0,
-                 par: Parallel = Parallel()) -> tuple[PhaseCost, list]:
+                 par: Parallel = SINGLE) -> tuple[PhaseCost, list]:
     """A prefill of ``prompt_len`` tokens per sequence (after ``past`` cached ones), on one GPU of the split."""
     ops = pass_ops(model, Pass(batch, prompt_len, np.asarray(past, float), "prefill"), dt, attention, par)
     return phase_cost(ops, hw, dt, eff, link(hw, par)), ops
 
 
-def decode_cost(model, hw, batch, context, dt, eff, attention="fused", par: Parallel = Parallel()) -> PhaseCost:
+def decode_cost(model, hw, batch, context, dt, eff, attention="fused", par: Parallel = SINGLE) -> PhaseCost:
     """One decode step: one new token per sequence over ``context`` cached positions."""
     ops = pass_ops(model, Pass(batch, np.float64(1.0), np.asarray(context, float), "decode"), dt, attention, par)
     return phase_cost(ops, hw, dt, eff, link(hw, par))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from calc.operators import Dtypes, OpCost
-from calc.parallel import Parallel, kv_heads_per_gpu, sharded_weight_bytes
+from calc.parallel import SINGLE, Parallel, kv_heads_per_gpu, sharded_weight_bytes
 from calc.specs import HardwareSpec, ModelSpec
 from calc.units import DTYPE_BYTES
 
@@ -57,7 +57,7 @@ def kv_share_per_gpu(model: ModelSpec, par: Parallel) -> float:
 
 
 def request_memory(model: ModelSpec, hw: HardwareSpec, batch, prompt_len, output_len, dt: Dtypes,
-                   prefill_ops: list[OpCost], par: Parallel = Parallel()) -> MemoryEstimate:
+                   prefill_ops: list[OpCost], par: Parallel = SINGLE) -> MemoryEstimate:
     """Per GPU: weights at the weight dtype (sharded), KV for T + G - 1 positions per
     sequence (sliding layers capped at W; sharded), activations at the prefill peak."""
     positions = np.asarray(prompt_len, float) + np.asarray(output_len, float) - 1

@@ -20,7 +20,7 @@ from functools import cached_property
 import numpy as np
 
 from calc.errors import SpecError
-from calc.parallel import Parallel, all_to_all, kv_heads_per_gpu, ring_allreduce
+from calc.parallel import SINGLE, Parallel, all_to_all, kv_heads_per_gpu, ring_allreduce
 from calc.specs import ModelSpec
 from calc.units import DTYPE_BYTES, WEIGHT_ONLY, canonical_dtype
 
@@ -359,7 +359,7 @@ def moe_ops(model: ModelSpec, tok, dt: Dtypes, layers: int, par: Parallel) -> li
 
 
 def pass_ops(model: ModelSpec, ps: Pass, dt: Dtypes, attention_kernel: str = "fused",
-             par: Parallel = Parallel()) -> list[OpCost]:
+             par: Parallel = SINGLE) -> list[OpCost]:
     """Every operator of one forward pass on one GPU, grouped by layer kind (``layers`` =
     multiplicity), with the communication a split adds (calc.parallel)."""
     if attention_kernel not in ("fused", "unfused"):

@@ -45,6 +45,9 @@ class Parallel:
         return self.tp // self.ep
 
 
+SINGLE = Parallel()  # one GPU, no split (frozen: safe as a default argument)
+
+
 def check(model: ModelSpec, par: Parallel) -> Parallel:
     """Validate a split against a model; errors name the option."""
     a = model.attention
