@@ -53,6 +53,16 @@ def decode_cost(model, hw, batch, context, dt, eff, attention="fused", par: Para
     return phase_cost(ops, hw, dt, eff, link(hw, par))
 
 
+def mixed_step_cost(model, hw, new, past, dt, eff, attention="fused", par: Parallel = SINGLE,
+                    phase: str = "decode") -> PhaseCost:
+    """One continuous-batching iteration: sequence i adds new[i] tokens after past[i]
+    cached ones (a prefill chunk, or 1 for a decode token); weights are read once for
+    all of them. ``new`` and ``past`` are 1-D over the sequences in the step."""
+    new = np.atleast_1d(np.asarray(new, float))
+    ps = Pass(np.ones_like(new), new, np.atleast_1d(np.asarray(past, float)), phase, ragged=True)
+    return phase_cost(pass_ops(model, ps, dt, attention, par), hw, dt, eff, link(hw, par))
+
+
 def tpot_nodes(first, steps, k: int = TPOT_NODES):
     """Integer contexts s_0 = first < ... < s_{k-1} = first + steps - 1 and weights w_j with
     sum_j w_j f(s_j) = sum over every integer context of the piecewise-linear interpolant

@@ -120,18 +120,42 @@ FLOP_FIELDS = ("linear_flops", "attention_flops", "other_flops")
 @dataclass(frozen=True)
 class Pass:
     """The shape of one forward pass: B sequences, n new tokens each, p cached positions,
-    ``logits`` positions per sequence that get logits (1: the last, as engines do)."""
+    ``logits`` positions per sequence that get logits (1: the last, as engines do).
+
+    ``ragged``: the last axis of (batch, new, past) lists the sequence groups of ONE
+    pass (a continuous-batching step mixing prefill chunks and decode tokens); every
+    per-pass total sums over it, so weights are read once for all of them. ``phase``
+    then names how MLA runs attention ("prefill": expanded, "decode": absorbed).
+    """
 
     batch: np.ndarray
     new: np.ndarray
     past: np.ndarray
     phase: str  # "prefill" or "decode" (MLA uses the absorbed form in decode)
     logits: int = 1
+    ragged: bool = False
 
-    @property
+    def total(self, per_group):
+        """Sum over the sequence-group axis of a ragged pass; identity otherwise."""
+        return np.sum(per_group, axis=-1) if self.ragged else per_group
+
+    @cached_property
     def tokens(self) -> np.ndarray:
         """B * n: rows of every activation matrix."""
-        return self.batch * self.new
+        return self.total(self.batch * self.new)
+
+    @cached_property
+    def logit_rows(self) -> np.ndarray:
+        """B * min(n, logits): rows that reach lm_head."""
+        return self.total(self.batch * np.minimum(self.new, self.logits))
+
+    def pairs(self, window) -> np.ndarray:
+        """(query, key) pairs of the pass: B * attention_pairs(n, p, W), summed."""
+        return self.total(self.batch * attention_pairs(self.new, self.past, window))
+
+    def attended(self, window) -> np.ndarray:
+        """Cached positions read: B * min(p + n, W), summed."""
+        return self.total(self.batch * positions_attended(self.new, self.past, window))
 
 
 def attention_pairs(new, past, window=None):
@@ -202,9 +226,7 @@ def _attention_core(name, layers, ps: Pass, window, heads, score_dim, value_dim,
     """
     a = DTYPE_BYTES[dt.act]
     kvb = DTYPE_BYTES[dt.kv]
-    B, n, p = ps.batch, ps.new, ps.past
-    pairs = B * attention_pairs(n, p, window)
-    scores = heads * pairs
+    scores = heads * ps.pairs(window)
     act_r = ps.tokens * q_elems * a
     act_w = ps.tokens * out_elems * a
     kernels = 2.0  # cache write + attention kernel
@@ -216,7 +238,7 @@ def _attention_core(name, layers, ps: Pass, window, heads, score_dim, value_dim,
         name, "attention", layers,
         attention_flops=2.0 * scores * (score_dim + value_dim),
         other_flops=SOFTMAX_FLOPS * scores,
-        kv_read_bytes=B * positions_attended(n, p, window) * kv_elems_per_pos * kvb,
+        kv_read_bytes=ps.attended(window) * kv_elems_per_pos * kvb,
         kv_write_bytes=ps.tokens * kv_elems_per_pos * kvb,
         act_read_bytes=act_r,
         act_write_bytes=act_w,
@@ -283,7 +305,7 @@ def mla_attention_ops(model: ModelSpec, ps: Pass, dt: Dtypes, layers: int, windo
     ops.append(_elementwise("rope" + suffix, layers, e, e, ROPE_FLOPS, dt))
     latent = rkv + dr
     if ps.phase == "prefill":
-        expanded = ps.batch * positions_attended(ps.new, ps.past, window)
+        expanded = ps.attended(window)
         ops.append(_linear("kv_b_proj" + suffix, layers, expanded, rkv, Hq * (dn + dv), dt))
         ops.append(_attention_core("attention" + suffix, layers, ps, window, Hq, dn + dr, dv, latent,
                                    Hq * (dn + dr), Hq * dv, dt, kernel))
@@ -396,7 +418,7 @@ def pass_ops(model: ModelSpec, ps: Pass, dt: Dtypes, attention_kernel: str = "fu
     residuals = 2 if model.mlp.kind != "none" else 1
     ops.append(_elementwise("residual_add", L * residuals, 2 * tok * H, tok * H, RESIDUAL_FLOPS, dt))
     # Final norm, then logits for the last ``logits`` positions of each sequence.
-    out_tok = ps.batch * np.minimum(ps.new, ps.logits)
+    out_tok = ps.logit_rows
     if model.norm != "none":
         ops.append(_norm("final_norm", 1, out_tok, H, model, dt))
     head_dt = Dtypes(model.serving_dtype, dt.kv, dt.act, dt.group_size)
@@ -423,7 +445,7 @@ def comm_ops(model: ModelSpec, ps: Pass, dt: Dtypes, par: Parallel) -> list[OpCo
         per_layer = 2 if model.mlp.kind != "none" else 1
         ops.append(OpCost("tp.allreduce", "comm", L * per_layer - n_moe + 1, comm_bytes=sent, comm_hops=hops,
                           peak="link"))
-        logits = ps.batch * np.minimum(ps.new, ps.logits) * model.vocab_size / par.tp * 4.0
+        logits = ps.logit_rows * model.vocab_size / par.tp * 4.0
         ops.append(OpCost("tp.logits_gather", "comm", 1, comm_bytes=logits * (par.tp - 1),
                           comm_hops=float(par.tp - 1), peak="link"))
     if par.ep > 1:

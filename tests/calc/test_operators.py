@@ -175,3 +175,20 @@ def test_vectorized_pass_broadcasts(llama8b):
     got = total(ops, "attention_flops")
     assert got.shape == (3, 2)
     assert got[2, 1] == 64 * 32 * 4 * 32 * 128 * 4097
+
+
+def test_ragged_pass_reads_weights_once_and_sums_attention(llama8b):
+    dt = Dtypes.resolve(llama8b)
+    # one step: a 100-token prefill chunk after 0 cached, and three decode tokens at 500, 600, 700
+    new = np.array([100.0, 1, 1, 1])
+    past = np.array([0.0, 500, 600, 700])
+    mixed = pass_ops(llama8b, Pass(np.ones(4), new, past, "prefill", ragged=True), dt)
+    flat = pass_ops(llama8b, Pass(np.float64(1), np.float64(103), np.float64(0), "prefill"), dt)
+    q_mixed, q_flat = _op(mixed, "q_proj"), _op(flat, "q_proj")
+    assert q_mixed.linear_flops == q_flat.linear_flops == 2 * 103 * 4096 * 4096
+    assert q_mixed.weight_bytes == 4096 * 4096 * 2
+    pairs = 100 * 101 / 2 + 501 + 601 + 701
+    assert _op(mixed, "attention").attention_flops == 4 * 32 * 128 * pairs
+    assert _op(mixed, "attention").kv_read_bytes == (100 + 501 + 601 + 701) * 2 * 8 * 128 * 2
+    # each of the 4 sequences gets logits for its last position
+    assert _op(mixed, "lm_head").linear_flops == 2 * 4 * 4096 * 128256
