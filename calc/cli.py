@@ -322,6 +322,67 @@ def intensity_cmd(
         _emit(fmt, recs, [], [])
 
 
+# --------------------------------------------------------------------------- sweeps
+
+
+def _split(text: str | None) -> list[str | None]:
+    return [None] if text is None else [t.strip() for t in text.split(",") if t.strip()]
+
+
+@command("sweep")
+def sweep_cmd(
+    model: Annotated[str, typer.Option("--model", "-m", help="Model name(s) or path(s), comma-separated.")] = "llama-3.1-8b",
+    hardware: Annotated[str, typer.Option("--hardware", help="Hardware name(s) or path(s), comma-separated.")] = "h100-sxm",
+    batch: Annotated[str, typer.Option("--batch", "-b", help="Sequences: N, a list 1,8,64 or a range a:b:step.")] = "1",
+    prompt_len: Annotated[str, typer.Option("--prompt-len", "-t", help="Prompt tokens (list/range).")] = "512",
+    output_len: Annotated[str, typer.Option("--output-len", "-g", help="Output tokens (list/range).")] = "128",
+    context: Annotated[str | None, typer.Option("--context", help="Decode contexts to sweep TPOT over (list/range): sets the prompt length, 2 output tokens.")] = None,
+    weight_dtype: Annotated[str | None, typer.Option("--weight-dtype", help="Weight dtype(s), comma-separated.")] = None,
+    kv_dtype: Annotated[str | None, typer.Option("--kv-dtype", help="KV dtype(s), comma-separated.")] = None,
+    compute_dtype: ComputeDtypeOpt = None,
+    tp: Annotated[str, typer.Option("--tp", help="Tensor-parallel degree(s) (list/range).")] = "1",
+    pp: Annotated[str, typer.Option("--pp", help="Pipeline stages (list/range).")] = "1",
+    attention: AttentionOpt = "fused",
+    ideal: IdealOpt = False,
+    columns: Annotated[str | None, typer.Option("--columns", help="Keep only these result columns (comma-separated) besides the inputs.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write .csv or .jsonl (JSON lines); default: CSV on stdout.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Run grids of more than 100 million scenarios.")] = False,
+) -> None:
+    """A grid over models, hardware, dtypes, TP/PP, batch and lengths -> CSV or JSON lines, one row per scenario.
+
+    Columns carry units: _s seconds, _bytes, _flops, _tokens, _per_s, _usd. Vectorised: a
+    million scenarios take seconds (writing a CSV that size takes longer than computing it).
+    """
+    from calc.sweeps import MAX_SCENARIOS, sweep, write_frame
+
+    if out is not None and out.suffix.lower() not in (".csv", ".jsonl", ".json"):
+        raise SpecError("--out", None, f"{out}: use a .csv or .jsonl file name")
+    if context is not None:
+        prompt_len, output_len = context, "2"
+    frame = sweep(
+        model=_split(model), hardware=_split(hardware), batch=parse_values(batch, "--batch"),
+        prompt_len=parse_values(prompt_len, "--prompt-len" if context is None else "--context"),
+        output_len=parse_values(output_len, "--output-len"), weight_dtype=_split(weight_dtype),
+        kv_dtype=_split(kv_dtype), compute_dtype=compute_dtype, tp=parse_values(tp, "--tp"),
+        pp=parse_values(pp, "--pp"), attention=attention, ideal=ideal,
+        max_scenarios=2**62 if yes else MAX_SCENARIOS,
+    )
+    if columns:
+        keep = _split(columns)
+        unknown = [c for c in keep if c not in frame.columns]
+        if unknown:
+            raise SpecError("--columns", None, f"unknown column(s) {', '.join(unknown)}; "
+                                               f"known: {', '.join(frame.columns)}")
+        inputs = ["model", "hardware", "weight_dtype", "kv_dtype", "compute_dtype", "tp", "pp", "gpus", "batch",
+                  "prompt_tokens", "output_tokens"]
+        frame = frame[inputs + [c for c in keep if c not in inputs]]
+    if out is None:
+        typer.echo(frame.to_csv(index=False), nl=False)
+    else:
+        write_frame(frame, out)
+        typer.echo(f"wrote {len(frame):,} scenarios x {frame.shape[1]} columns to {out}", err=True)
+
+
 def main() -> None:
     app()
 
