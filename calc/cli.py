@@ -383,6 +383,47 @@ def sweep_cmd(
         typer.echo(f"wrote {len(frame):,} scenarios x {frame.shape[1]} columns to {out}", err=True)
 
 
+@command("validate-comm")
+def validate_comm_cmd(
+    world_size: Annotated[int, typer.Option("--world-size", "-n", help="Processes (GPUs with NCCL) to start, as torchrun would.")] = 2,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for comm.csv and interconnect.yaml.")] = Path("comm-validation"),
+    backend: Annotated[str, typer.Option("--backend", help="auto (NCCL when enough GPUs, else gloo), gloo or nccl.")] = "auto",
+    quick: Annotated[bool, typer.Option("--quick", help="Fewer sizes (1 KiB-4 MiB) and repeats: seconds, for CI.")] = False,
+) -> None:
+    """Time all-reduce and all-to-all with torch.distributed; fit link bandwidth (GB/s) and per-hop latency (us)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise SpecError("validate-comm", None, "needs torch: pip install torch") from None
+    from validate.comm import validate_comm
+
+    if backend not in ("auto", "gloo", "nccl"):
+        raise SpecError("--backend", None, f"must be auto, gloo or nccl, got {backend!r}")
+    if out.exists() and not out.is_dir():
+        raise SpecError("--out", None, f"{out} exists and is not a folder")
+    try:
+        res = validate_comm(world_size, out, backend, quick)
+    except RuntimeError as exc:
+        raise SpecError("validate-comm", None, str(exc)) from None
+    n = res["world_size"]
+    rows = []
+    for algo, fit in res["fits"].items():
+        from validate.comm import modelled
+
+        bw, hop = fit["bandwidth_gb_s_per_direction"] * 1e9, fit["latency_us"] * 1e-6
+        for r in res["rows"][:: max(len(res["rows"]) // 4, 1)]:
+            meas = r[f"{algo}_s"]
+            mod = modelled(r["size_bytes"], n, algo, bw, hop)
+            rows.append([algo, render.nbytes(r["size_bytes"]), render.seconds(meas), render.seconds(mod),
+                         f"{mod / meas - 1:+.1%}"])
+    typer.echo(f"{res['backend']}, {n} processes: measured vs modelled (ring model, fitted)\n")
+    typer.echo(render.table(rows, ["collective", "message", "measured", "modelled", "error"]))
+    for algo, fit in res["fits"].items():
+        typer.echo(f"{algo}: {fit['bandwidth_gb_s_per_direction']:.3g} GB/s per direction, "
+                   f"{fit['latency_us']:.3g} us per hop; median |error| {fit['median_abs_error']:.1%}")
+    typer.echo(f"wrote {out / 'comm.csv'} and {out / 'interconnect.yaml'}")
+
+
 def main() -> None:
     app()
 

@@ -1,0 +1,188 @@
+"""Check the communication model against torch.distributed on this machine.
+
+`roofline validate-comm --world-size N --out DIR` starts N worker processes the way
+torchrun does (MASTER_ADDR, MASTER_PORT, RANK, LOCAL_RANK and WORLD_SIZE in the
+environment, ``init_method="env://"``), times all-reduce and all-to-all over a
+range of message sizes (gloo on CPU, NCCL on GPUs), fits the link bandwidth and
+per-hop latency of calc.parallel's models by least squares
+
+    all-reduce(M) = 2 (N-1)/N * M / bw + 2 (N-1) * hop
+    all-to-all(M) =   (N-1)/N * M / bw +   (N-1) * hop
+
+and writes DIR/comm.csv (size, measured, modelled, error) and DIR/interconnect.yaml,
+an ``interconnect:`` block usable in a hardware profile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from calc.errors import SpecError
+
+QUICK_SIZES = [2**k for k in range(10, 23, 2)]  # 1 KiB .. 4 MiB
+FULL_SIZES = [2**k for k in range(10, 27)]  # 1 KiB .. 64 MiB
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _time_op(fn, repeats: int, sync) -> float:
+    """Lower-quartile wall time of ``fn`` after two warm-ups, every rank starting together.
+    On a shared CPU, loopback collectives have a heavy tail of multi-ms scheduling stalls
+    (seen here: 0.3 ms typical, 2-8 ms one time in four); the lower quartile measures the
+    link, not the stalls."""
+    import torch.distributed as dist
+
+    for _ in range(2):
+        fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        dist.barrier()
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return float(np.percentile(times, 25))
+
+
+def worker(sizes: list[int], repeats: int, out_path: str) -> None:
+    """One rank: time all_reduce and all_to_all_single over ``sizes`` bytes (fp32 tensors)."""
+    import torch
+    import torch.distributed as dist
+
+    backend = os.environ.get("ROOFLINE_COMM_BACKEND", "gloo")
+    dist.init_process_group(backend, init_method="env://")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if backend == "nccl":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+        device, sync = torch.device("cuda"), torch.cuda.synchronize
+    else:
+        torch.set_num_threads(1)
+        device, sync = torch.device("cpu"), (lambda: None)
+    rows = []
+    for size in sizes:
+        n = max(size // 4, world)
+        n -= n % world
+        x = torch.ones(n, device=device)
+        y = torch.empty_like(x)
+        ar = _time_op(lambda x=x: dist.all_reduce(x), repeats, sync)
+        a2a = _time_op(lambda x=x, y=y: dist.all_to_all_single(y, x), repeats, sync)
+        rows.append({"size_bytes": n * 4, "all_reduce_s": ar, "all_to_all_s": a2a})
+    gathered = [None] * world
+    dist.all_gather_object(gathered, rows)
+    if rank == 0:
+        # the slowest rank's time is the collective's time
+        merged = [{k: (max(g[i][k] for g in gathered) if k.endswith("_s") else rows[i][k]) for k in rows[i]}
+                  for i in range(len(rows))]
+        Path(out_path).write_text(json.dumps({"world_size": world, "backend": backend, "rows": merged}))
+    dist.destroy_process_group()
+
+
+def launch(world_size: int, sizes: list[int], repeats: int, backend: str, timeout_s: float = 300) -> dict:
+    """Start ``world_size`` workers as torchrun would and return rank 0's measurements."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "comm.json"
+        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
+               "WORLD_SIZE": str(world_size), "ROOFLINE_COMM_BACKEND": backend, "OMP_NUM_THREADS": "1"}
+        args = [sys.executable, "-m", "validate.comm", json.dumps(sizes), str(repeats), str(out)]
+        procs = [subprocess.Popen(args, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for r in range(world_size)]
+        errors = []
+        for p in procs:
+            try:
+                _, err = p.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                _, err = p.communicate()
+                errors.append("timed out")
+            if p.returncode:
+                errors.append(err.strip().splitlines()[-1] if err.strip() else f"exit {p.returncode}")
+        if errors or not out.exists():
+            raise RuntimeError(f"torch.distributed workers failed: {errors[0] if errors else 'no result'}")
+        return json.loads(out.read_text())
+
+
+def fit(sizes, times, n: int, algo: str) -> tuple[float, float]:
+    """Least squares on relative error for (bytes/s, s per hop) of the ring model."""
+    frac, hops = (2 * (n - 1) / n, 2 * (n - 1)) if algo == "all_reduce" else ((n - 1) / n, n - 1)
+    sizes, times = np.asarray(sizes, float), np.asarray(times, float)
+    # t = frac * M * inv_bw + hops * hop; weight rows by 1/t for relative error
+    A = np.stack([frac * sizes, np.full_like(sizes, hops)], axis=1) / times[:, None]
+    coef, *_ = np.linalg.lstsq(A, np.ones_like(times), rcond=None)
+    inv_bw, hop = max(coef[0], 1e-15), max(coef[1], 0.0)
+    return 1.0 / inv_bw, hop
+
+
+def modelled(size, n: int, algo: str, bw: float, hop: float) -> float:
+    from calc.parallel import all_to_all, ring_allreduce
+
+    sent, hops = (ring_allreduce if algo == "all_reduce" else all_to_all)(size, n)
+    return float(sent / bw + hops * hop)
+
+
+def validate_comm(world_size: int, out_dir: Path, backend: str = "auto", quick: bool = False,
+                  repeats: int | None = None) -> dict:
+    """Measure, fit, write DIR/comm.csv and DIR/interconnect.yaml; return a summary."""
+    import torch
+
+    if world_size < 2:
+        raise SpecError("--world-size", None, f"needs at least 2 processes, got {world_size}")
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= world_size else "gloo"
+    if backend == "nccl" and torch.cuda.device_count() < world_size:
+        raise SpecError("--backend", None, f"nccl needs {world_size} GPUs, found {torch.cuda.device_count()}")
+    sizes = QUICK_SIZES if quick else FULL_SIZES
+    data = launch(world_size, sizes, repeats or (12 if quick else 30), backend)
+    rows = data["rows"]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lines = ["op,size_bytes,measured_s,modelled_s,error"]
+    fits = {}
+    for algo in ("all_reduce", "all_to_all"):
+        s = [r["size_bytes"] for r in rows]
+        t = [r[f"{algo}_s"] for r in rows]
+        bw, hop = fit(s, t, world_size, algo)
+        errs = []
+        for size, meas in zip(s, t, strict=True):
+            mod = modelled(size, world_size, algo, bw, hop)
+            errs.append(mod / meas - 1)
+            lines.append(f"{algo},{size},{meas:.6e},{mod:.6e},{mod / meas - 1:+.4f}")
+        fits[algo] = {"bandwidth_gb_s_per_direction": bw / 1e9, "latency_us": hop * 1e6,
+                      "median_abs_error": float(np.median(np.abs(errs))), "max_abs_error": float(np.max(np.abs(errs)))}
+    _atomic_write(out_dir / "comm.csv", "\n".join(lines) + "\n")
+    ar = fits["all_reduce"]
+    block = (
+        "# Fitted by `roofline validate-comm` from all-reduce timings "
+        f"({data['backend']}, {world_size} processes, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}).\n"
+        "interconnect:\n"
+        f"  name: measured {data['backend']} x{world_size}\n"
+        f"  bandwidth_gb_s_per_direction: {ar['bandwidth_gb_s_per_direction']:.4g}  # source: comm.csv fit\n"
+        f"  latency_us: {ar['latency_us']:.4g}  # source: comm.csv fit\n"
+    )
+    _atomic_write(out_dir / "interconnect.yaml", block)
+    return {"world_size": world_size, "backend": data["backend"], "fits": fits, "rows": rows}
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":  # a worker, started by launch()
+    worker(json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3])
