@@ -122,33 +122,27 @@ def _load_hardware_path(path: Path, mtime_ns: int = 0) -> HardwareSpec:
     return build(HardwareSpec, read_yaml(path), path)
 
 
-def load_model(ref: str | Path | ModelSpec) -> ModelSpec:
-    """A catalog name, a YAML path, a config.json path or a folder holding one."""
-    if isinstance(ref, ModelSpec):
-        return ref
-    ref = str(ref)
-    cat = model_catalog()
-    if ref in cat:
-        return _load_model_path(cat[ref], _mtime(cat[ref]))
+def _resolve(ref: str, kind: str, catalog: dict[str, Path], load_path):
+    """Catalog name first, then a path; an unknown name suggests the closest entries."""
+    if ref in catalog:
+        return load_path(catalog[ref], _mtime(catalog[ref]))
     if _looks_like_path(ref):
         p = Path(ref)
         if not p.exists():
             raise SpecError(p, None, "no such file")
-        return _load_model_path(p.resolve(), _mtime(p))
-    raise _unknown("model", ref, list(cat))
+        return load_path(p.resolve(), _mtime(p))
+    raise _unknown(kind, ref, list(catalog))
+
+
+def load_model(ref: str | Path | ModelSpec) -> ModelSpec:
+    """A catalog name, a YAML path, a config.json path or a folder holding one."""
+    if isinstance(ref, ModelSpec):
+        return ref
+    return _resolve(str(ref), "model", model_catalog(), _load_model_path)
 
 
 def load_hardware(ref: str | Path | HardwareSpec) -> HardwareSpec:
     """A catalog name or a YAML path."""
     if isinstance(ref, HardwareSpec):
         return ref
-    ref = str(ref)
-    cat = hardware_catalog()
-    if ref in cat:
-        return _load_hardware_path(cat[ref], _mtime(cat[ref]))
-    if _looks_like_path(ref):
-        p = Path(ref)
-        if not p.exists():
-            raise SpecError(p, None, "no such file")
-        return _load_hardware_path(p.resolve(), _mtime(p))
-    raise _unknown("hardware", ref, list(cat))
+    return _resolve(str(ref), "hardware", hardware_catalog(), _load_hardware_path)
