@@ -183,3 +183,103 @@ def test_tiny_decoder_seed_kv():
     # Seed run: final KV [2, 2, 143, 64] per tensor (B, Hkv, positions, D), K and V, float32
     spec = load("tiny-decoder")
     assert spec.kv_cache_bytes(143, batch=2, kv_dtype="fp32") == 2 * (2 * 2 * 143 * 64) * 4
+
+
+# --------------------------------------------------------------------------- Llama 2 / Llama 3 / Code Llama
+
+
+def test_llama_2_7b_params_by_hand():
+    V, H, L, Hq, Hkv, D, F = 32000, 4096, 32, 32, 32, 128, 11008  # MHA: Hkv == Hq
+    attention = H * Hq * D + 2 * H * Hkv * D + Hq * D * H  # q, k+v, o = 4 * 4096^2 = 67,108,864
+    mlp = 3 * H * F  # gate, up, down = 135,266,304
+    norms = 2 * H  # input + post-attention RMSNorm weights
+    expected = 2 * V * H + L * (attention + mlp + norms) + H  # embedding + lm_head (untied), layers, final norm
+    assert attention == 67_108_864 and mlp == 135_266_304
+    assert expected == 6_738_415_616
+    spec = load("llama-2-7b")
+    assert spec.params_total == expected
+    # Published: HF page of meta-llama/Llama-2-7b-hf "6.74B params" (the model card table says 7B);
+    # stored PEFT print_trainable_parameters outputs for Llama-2-7b give "all params: 6,738,415,616".
+    assert within(spec.params_total, 6.74e9)
+
+
+def test_llama_2_13b_params_by_hand():
+    V, H, L, Hq, Hkv, D, F = 32000, 5120, 40, 40, 40, 128, 13824
+    attention = 2 * H * Hq * D + 2 * H * Hkv * D  # q, o + k, v = 4 * 5120^2 = 104,857,600
+    mlp = 3 * H * F  # 212,336,640
+    expected = 2 * V * H + L * (attention + mlp + 2 * H) + H
+    assert attention == 104_857_600 and mlp == 212_336_640
+    assert expected == 13_015_864_320
+    spec = load("llama-2-13b")
+    assert spec.params_total == expected
+    # Published: HF page of meta-llama/Llama-2-13b-hf "13B params" (13.0B; card table 13B);
+    # stored HF-metadata tables list 13,015,864,320 BF16 parameters for a Llama-2-13b model.
+    assert within(spec.params_total, 13.0e9)
+
+
+def test_llama_2_70b_params_by_hand():
+    V, H, L, Hq, Hkv, D, F = 32000, 8192, 80, 64, 8, 128, 28672  # GQA: 8 KV heads
+    attention = 2 * H * Hq * D + 2 * H * Hkv * D  # q, o = 134,217,728; k, v = 16,777,216
+    mlp = 3 * H * F  # 704,643,072
+    expected = 2 * V * H + L * (attention + mlp + 2 * H) + H
+    assert attention == 150_994_944 and mlp == 704_643_072
+    assert expected == 68_976_648_192
+    spec = load("llama-2-70b")
+    assert spec.params_total == expected
+    # Published: HF page of meta-llama/Llama-2-70b-hf "69B params" (69.0B); the card's "70B" is the
+    # family name and 68.98e9 is 1.5% below it, so only 69.0B is checked at 0.5%.
+    assert within(spec.params_total, 69.0e9)
+    assert not within(spec.params_total, 70e9)
+
+
+def test_llama_3_8b_params_by_hand():
+    V, H, L, Hq, Hkv, D, F = 128256, 4096, 32, 32, 8, 128, 14336
+    attention = 2 * H * Hq * D + 2 * H * Hkv * D  # 41,943,040
+    mlp = 3 * H * F  # 176,160,768
+    expected = 2 * V * H + L * (attention + mlp + 2 * H) + H
+    assert expected == 8_030_261_248  # same shapes as Llama 3.1 8B (context and RoPE differ)
+    spec = load("llama-3-8b")
+    assert spec.params_total == expected
+    assert spec.params_total == load("llama-3.1-8b").params_total
+    # Published: HF page of meta-llama/Meta-Llama-3-8B "8.03B params" (card: 8B).
+    assert within(spec.params_total, 8.03e9)
+
+
+def test_llama_3_70b_params_by_hand():
+    V, H, L, Hq, Hkv, D, F = 128256, 8192, 80, 64, 8, 128, 28672
+    attention = 2 * H * Hq * D + 2 * H * Hkv * D  # 150,994,944
+    mlp = 3 * H * F  # 704,643,072
+    expected = 2 * V * H + L * (attention + mlp + 2 * H) + H  # embedding + lm_head = 2,101,346,304
+    assert expected == 70_553_706_496
+    spec = load("llama-3-70b")
+    assert spec.params_total == expected
+    # Llama 2 70B differs only in V (32000): the extra 96,256 vocabulary rows, twice (untied).
+    assert expected - load("llama-2-70b").params_total == 2 * (128256 - 32000) * H
+    # Published: HF page of meta-llama/Meta-Llama-3-70B "70.6B params" (card: 70B; fitmyllm.com
+    # mirrors 70.6B); stored safetensors metadata gives 70,553,706,496.
+    assert within(spec.params_total, 70.6e9)
+
+
+def test_codellama_7b_is_llama_2_7b_with_16_more_tokens():
+    V, H = 32016, 4096
+    expected = 6_738_415_616 + 2 * (V - 32000) * H  # Llama 2 7B + 16 rows in embedding and lm_head
+    assert expected == 6_738_546_688
+    spec = load("codellama-7b")
+    assert spec.params_total == expected
+    # A stored LLM-Pruner log on the CodeLlama-7B HF snapshot: "Parameters changed from
+    # 6,738,546,688"; HF page of codellama/CodeLlama-7b-hf: 6.74B.
+    assert within(spec.params_total, 6.74e9)
+    assert spec.max_context == 16384
+
+
+@pytest.mark.parametrize(
+    ("name", "kv_bytes"),
+    [
+        ("llama-2-7b", 32 * 2 * 32 * 128 * 2),  # L * (K+V) * Hkv * D * fp16 bytes: MHA, 512 KiB/token
+        ("llama-2-13b", 40 * 2 * 40 * 128 * 2),
+        ("llama-2-70b", 80 * 2 * 8 * 128 * 2),  # GQA: 8 KV heads
+        ("llama-3-70b", 80 * 2 * 8 * 128 * 2),  # bf16, same 2 bytes
+    ],
+)
+def test_llama_family_kv_bytes_per_token(name, kv_bytes):
+    assert load(name).kv_bytes_per_token() == kv_bytes
