@@ -424,6 +424,38 @@ def validate_comm_cmd(
     typer.echo(f"wrote {out / 'comm.csv'} and {out / 'interconnect.yaml'}")
 
 
+@command("plot")
+def plot_cmd(
+    kind: Annotated[str, typer.Argument(help="Chart: roofline, ttft, tpot-batch, tpot-context, throughput, kv-memory, breakdown or tp.")],
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Image to write (required): .png or .svg.")] = None,
+    model: Annotated[str, typer.Option("--model", "-m", help="Model name(s) or path(s), comma-separated (one line per model; one for roofline).")] = "llama-3.1-8b",
+    hardware: Annotated[str, typer.Option("--hardware", help="Hardware name(s) or path(s), comma-separated (one roof or line per profile).")] = "h100-sxm",
+    batch: Annotated[str | None, typer.Option("--batch", "-b", help="Sequences: N, a list 1,8,64 or a range start:stop:step (default per chart).")] = None,
+    prompt_len: Annotated[str | None, typer.Option("--prompt-len", "-t", help="Prompt tokens T (list/range; default per chart).")] = None,
+    output_len: Annotated[str | None, typer.Option("--output-len", "-g", help="Output tokens G per sequence (list/range).")] = None,
+    context: Annotated[str | None, typer.Option("--context", "--seq-len", "-s", help="Decode context S in tokens (list/range for tpot-context, kv-memory).")] = None,
+    weight_dtype: Annotated[str | None, typer.Option("--weight-dtype", help="Weight dtype(s), comma-separated.")] = None,
+    kv_dtype: Annotated[str | None, typer.Option("--kv-dtype", help="KV dtype(s), comma-separated.")] = None,
+    tp: Annotated[str | None, typer.Option("--tp", help="Tensor-parallel degree(s) (list/range; the tp chart's x axis).")] = None,
+    phase: Annotated[str | None, typer.Option("--phase", help="roofline chart: prefill, decode or both (default).")] = None,
+) -> None:
+    """Charts as PNG or SVG: the roofline of a model's operators, TTFT vs prompt, TPOT vs batch / context / TP,
+    throughput vs TPOT with its Pareto frontier, KV memory (GB = 1e9 bytes) vs context, time breakdown."""
+    from calc.plot import check_kind, check_out, make_chart
+
+    check_kind(kind)
+    check_out(out)
+
+    def values(text, option):
+        return None if text is None else parse_values(text, option)
+
+    make_chart(kind, _split(model), _split(hardware), batch=values(batch, "--batch"),
+               prompt_len=values(prompt_len, "--prompt-len"), output_len=values(output_len, "--output-len"),
+               context=values(context, "--context"), weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+               tp=values(tp, "--tp"), phases=None if phase in (None, "both") else (phase,), out=out)
+    typer.echo(f"wrote {out}", err=True)
+
+
 def main() -> None:
     app()
 
