@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from calc import plot
 from calc.catalog import REPO_ROOT, load_model
+from calc.files import atomic_write
 
 GALLERY_DIR = REPO_ROOT / "reports" / "gallery"
 COMMAND = "python -m calc.gallery"
@@ -130,11 +129,7 @@ def chart_json(c: Chart, fig) -> dict:
 
 
 def _write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    atomic_write(path, text)
 
 
 def render(c: Chart, folder: Path = GALLERY_DIR) -> Path:

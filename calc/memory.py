@@ -36,15 +36,22 @@ class MemoryEstimate:
         return np.maximum(self.total_bytes - self.capacity_bytes, 0.0)
 
 
+# Serving engines cap the tokens of one forward pass (vLLM's max_num_batched_tokens and
+# TensorRT-LLM's max_num_tokens both default to 8192) and run longer prefills in chunks.
+MAX_PASS_TOKENS = 8192
+
+
 def activation_peak_bytes(model: ModelSpec, batch, tokens_per_seq, ops: list[OpCost], dt: Dtypes) -> np.ndarray:
     """Peak live activations of one pass: the residual stream x[B*n, H] plus the largest
     operator's inputs and outputs (layers run one after another, so their activations
-    are not held together)."""
-    residual = np.asarray(batch, float) * np.asarray(tokens_per_seq, float) * model.hidden_size * DTYPE_BYTES[dt.act]
+    are not held together), for at most MAX_PASS_TOKENS tokens: a longer prefill runs
+    in chunks, and activations scale with the chunk's tokens."""
+    tokens = np.asarray(batch, float) * np.asarray(tokens_per_seq, float)
+    residual = tokens * model.hidden_size * DTYPE_BYTES[dt.act]
     largest = np.float64(0.0)
     for op in ops:
         largest = np.maximum(largest, op.act_read_bytes + op.act_write_bytes)
-    return residual + largest
+    return (residual + largest) * np.minimum(1.0, MAX_PASS_TOKENS / tokens)
 
 
 def kv_share_per_gpu(model: ModelSpec, par: Parallel) -> float:

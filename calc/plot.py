@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from calc.errors import SpecError
+from calc.files import atomic_write, check_writable
 from calc.units import GB, MILLI, TERA
 
 KINDS = ("roofline", "ttft", "tpot-batch", "tpot-context", "throughput", "kv-memory", "breakdown", "tp")
@@ -46,39 +45,15 @@ def check_out(out) -> Path:
     path = Path(out)
     if path.suffix.lower() not in SUFFIXES:
         raise SpecError("--out", None, f"{path}: use a .png or .svg file name")
-    folder = path.parent
-    if not folder.is_dir():
-        raise SpecError("--out", None, f"{path}: the folder {folder} does not exist")
-    if not os.access(folder, os.W_OK) or path.is_dir():
-        raise SpecError("--out", None, f"{path}: cannot write there")
-    return path
+    return check_writable(path)
 
 
 def save(fig, out) -> Path:
-    """Write the figure as PNG or SVG (by suffix): a temp file in the same folder, then os.replace."""
+    """Write the figure as PNG or SVG (by suffix), atomically."""
     path = check_out(out)
     fmt = path.suffix.lower()[1:]
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise SpecError("--out", None, f"{path}: cannot write ({exc.strerror})") from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fig.savefig(fh, format=fmt, dpi=DPI, metadata={"Date": None} if fmt == "svg" else None)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as exc:
-        _unlink(tmp)
-        raise SpecError("--out", None, f"{path}: cannot write ({exc.strerror or exc})") from None
-    except BaseException:
-        _unlink(tmp)
-        raise
-    return path
-
-
-def _unlink(tmp: str) -> None:
-    if os.path.exists(tmp):
-        os.unlink(tmp)
+    return atomic_write(path, lambda fh: fig.savefig(fh, format=fmt, dpi=DPI,
+                                                     metadata={"Date": None} if fmt == "svg" else None))
 
 
 def _figure():

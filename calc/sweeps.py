@@ -108,29 +108,15 @@ def sweep(model="llama-3.1-8b", hardware="h100-sxm", batch=1, prompt_len=512, ou
 
 def write_frame(frame, path) -> None:
     """CSV, or JSON lines for .jsonl/.json, written atomically (temp file, then rename)."""
-    import os
-    import tempfile
     from pathlib import Path
+
+    from calc.files import atomic_write
 
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".csv", ".jsonl", ".json"):
         raise SpecError("--out", None, f"{path}: use a .csv or .jsonl file name")
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise SpecError("--out", None, f"{path}: the folder {directory} does not exist")
-    try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise SpecError("--out", None, f"{path}: cannot write ({exc.strerror})") from None
-    try:
-        with os.fdopen(fd, "w") as fh:
-            if suffix == ".csv":
-                frame.to_csv(fh, index=False)
-            else:
-                frame.to_json(fh, orient="records", lines=True)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    if suffix == ".csv":
+        atomic_write(path, lambda fh: frame.to_csv(fh, index=False))
+    else:
+        atomic_write(path, lambda fh: frame.to_json(fh, orient="records", lines=True))

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from calc.errors import SpecError
+from calc.files import atomic_write
 
 QUICK_SIZES = [2**k for k in range(10, 23, 2)]  # 1 KiB .. 4 MiB
 FULL_SIZES = [2**k for k in range(10, 27)]  # 1 KiB .. 64 MiB
@@ -163,7 +164,7 @@ def validate_comm(world_size: int, out_dir: Path, backend: str = "auto", quick: 
             lines.append(f"{algo},{size},{meas:.6e},{mod:.6e},{mod / meas - 1:+.4f}")
         fits[algo] = {"bandwidth_gb_s_per_direction": bw / 1e9, "latency_us": hop * 1e6,
                       "median_abs_error": float(np.median(np.abs(errs))), "max_abs_error": float(np.max(np.abs(errs)))}
-    _atomic_write(out_dir / "comm.csv", "\n".join(lines) + "\n")
+    atomic_write(out_dir / "comm.csv", "\n".join(lines) + "\n")
     ar = fits["all_reduce"]
     block = (
         "# Fitted by `roofline validate-comm` from all-reduce timings "
@@ -173,15 +174,8 @@ def validate_comm(world_size: int, out_dir: Path, backend: str = "auto", quick: 
         f"  bandwidth_gb_s_per_direction: {ar['bandwidth_gb_s_per_direction']:.4g}  # source: comm.csv fit\n"
         f"  latency_us: {ar['latency_us']:.4g}  # source: comm.csv fit\n"
     )
-    _atomic_write(out_dir / "interconnect.yaml", block)
+    atomic_write(out_dir / "interconnect.yaml", block)
     return {"world_size": world_size, "backend": data["backend"], "fits": fits, "rows": rows}
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
 
 
 if __name__ == "__main__":  # a worker, started by launch()
