@@ -225,7 +225,7 @@ def _estimate_options(weight_dtype, kv_dtype, compute_dtype, group_size, attenti
 def estimate_cmd(
     model: ModelOpt,
     hardware: HardwareOpt,
-    batch: Annotated[str, typer.Option("--batch", "-b", help="Sequences per batch: N, a list 1,8,64 or a range a:b:step.")] = "1",
+    batch: Annotated[str, typer.Option("--batch", "-b", help="Sequences per batch: N, a list 1,8,64 or a range start:stop:step.")] = "1",
     prompt_len: Annotated[str, typer.Option("--prompt-len", "-t", help="Prompt tokens per sequence (list/range allowed).")] = "512",
     output_len: Annotated[str, typer.Option("--output-len", "-g", help="Output tokens per sequence (list/range allowed).")] = "128",
     weight_dtype: WeightDtypeOpt = None,
@@ -333,7 +333,7 @@ def _split(text: str | None) -> list[str | None]:
 def sweep_cmd(
     model: Annotated[str, typer.Option("--model", "-m", help="Model name(s) or path(s), comma-separated.")] = "llama-3.1-8b",
     hardware: Annotated[str, typer.Option("--hardware", help="Hardware name(s) or path(s), comma-separated.")] = "h100-sxm",
-    batch: Annotated[str, typer.Option("--batch", "-b", help="Sequences: N, a list 1,8,64 or a range a:b:step.")] = "1",
+    batch: Annotated[str, typer.Option("--batch", "-b", help="Sequences: N, a list 1,8,64 or a range start:stop:step.")] = "1",
     prompt_len: Annotated[str, typer.Option("--prompt-len", "-t", help="Prompt tokens (list/range).")] = "512",
     output_len: Annotated[str, typer.Option("--output-len", "-g", help="Output tokens (list/range).")] = "128",
     context: Annotated[str | None, typer.Option("--context", help="Decode contexts to sweep TPOT over (list/range): sets the prompt length, 2 output tokens.")] = None,
@@ -424,6 +424,64 @@ def validate_comm_cmd(
     typer.echo(f"wrote {out / 'comm.csv'} and {out / 'interconnect.yaml'}")
 
 
+# --------------------------------------------------------------------------- validation (torch, lazily)
+
+
+@command("validate")
+def validate_cmd(
+    model: ModelOpt,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for measurements.csv, counts.json, calibrated.yaml, report.md and scatter.png.")],
+    device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
+    layers: Annotated[int | None, typer.Option("--layers", min=1, help="Build N layers at the real widths; predictions use the same N-layer model.")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="A small grid and short timings (under a minute on a 2-core CPU), for CI.")] = False,
+    dtype: Annotated[str, typer.Option("--dtype", help="Comma list of run dtypes: fp32, bf16, fp16.")] = "fp32,bf16",
+    hardware: Annotated[str | None, typer.Option("--hardware", help="Base profile for the default predictions and the fit (default: cpu-generic-2core on CPU, the catalog GPU named like the device on CUDA, else the probes' measured profile).")] = None,
+    threads: Annotated[int | None, typer.Option("--threads", min=1, help="CPU threads, fixed for the run (default: half the logical CPUs).")] = None,
+    budget: Annotated[float | None, typer.Option("--budget", min=1.0, help="Seconds of timing for the whole grid (default 150; 12 with --quick).")] = None,
+    impl: Annotated[str, typer.Option("--impl", help="reference (validate/reference.py) or hf (transformers' LlamaForCausalLM; Llama-style models).")] = "reference",
+) -> None:
+    """Real torch prefill/decode passes: check FLOP and KV counts, time a grid, fit a calibrated profile.
+
+    Times in seconds (ms in tables); errors are predicted / measured - 1. Exit 1 when a count check fails.
+    """
+    from validate.report import summary_lines, write_all
+    from validate.runner import Options, run
+
+    if out.exists() and not out.is_dir():
+        raise SpecError("--out", None, f"{out} exists and is not a folder")
+    res = run(Options(model, out, device, layers, tuple(d.strip() for d in dtype.split(",") if d.strip()), quick,
+                      hardware, threads, budget, impl), say=typer.echo)
+    written = write_all(res)
+    for line in summary_lines(res):
+        typer.echo(line)
+    typer.echo(f"wrote {out / 'measurements.csv'}, {out / 'calibrated.yaml'}, "
+               + ", ".join(str(p) for p in written) + f" in {res.wall_s:.0f} s")
+    if not all(c.ok for c in res.counts):
+        typer.echo("roofline: error: a FLOP or KV count check failed (see counts.json)", err=True)
+        raise typer.Exit(1)
+
+
+@command("calibrate")
+def calibrate_cmd(
+    measurements: Annotated[Path, typer.Option("--measurements", help="A measurements.csv written by roofline validate.")],
+    hardware: HardwareOpt,
+    out: Annotated[Path, typer.Option("--out", "-o", help="The calibrated profile to write (YAML, atomically).")],
+    model: Annotated[str | None, typer.Option("--model", "-m", help="The model measured (default: model.yaml beside the CSV).")] = None,
+) -> None:
+    """Refit a hardware profile's efficiencies (compute, memory, attention share, overheads in us) to saved measurements."""
+    from calc.render import table
+    from validate.fitting import refit
+    from validate.report import ERROR_HEADERS, error_lines
+
+    hw, fits, errors, _ = refit(measurements, hardware, out, model)
+    for d, f in fits.items():
+        typer.echo(f"{d}: compute {f.compute:.3g}, memory {f.memory:.3g}, attention share {f.attention:.3g}, "
+                   f"kernel overhead {f.kernel_overhead_s * 1e6:.3g} us, step overhead {f.step_overhead_s * 1e6:.3g} us")
+    if errors:
+        typer.echo(table(error_lines(errors), ERROR_HEADERS))
+    typer.echo(f"wrote {out} ({hw.name}); use it with --hardware {out}")
+
+
 @command("plot")
 def plot_cmd(
     kind: Annotated[str, typer.Argument(help="Chart: roofline, ttft, tpot-batch, tpot-context, throughput, kv-memory, breakdown or tp.")],
@@ -454,6 +512,42 @@ def plot_cmd(
                context=values(context, "--context"), weight_dtype=weight_dtype, kv_dtype=kv_dtype,
                tp=values(tp, "--tp"), phases=None if phase in (None, "both") else (phase,), out=out)
     typer.echo(f"wrote {out}", err=True)
+
+
+@command("plan")
+def plan_cmd(
+    workload: Annotated[Path, typer.Argument(help="Workload YAML: arrival rate or concurrency, length distributions or a CSV trace, SLOs (seconds), candidate hardware, max GPUs.")],
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder to write report.md, report.html (self-contained), plan.json and the charts into.")] = None,
+    requests: Annotated[int | None, typer.Option("--requests", min=10, help="Requests simulated per configuration (default: the workload's `requests`).")] = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Capacity plan: the cheapest hardware x TP x replicas x max batch that meets the workload's SLOs at its load.
+
+    Closed-form steady state, then a discrete-event simulation of continuous batching
+    (chunked prefill, KV pages, preemption) per configuration. Prices in USD per GPU-hour.
+    No configuration meeting the SLOs is an answer (exit 0: the closest and why).
+    """
+    import time
+
+    from calc.capacity_report import plan_record, plan_text, trial_record, write_report
+    from calc.plan import plan
+    from calc.workload import load_workload
+
+    t0 = time.perf_counter()
+    result = plan(load_workload(workload, requests))
+    if fmt is Format.json:
+        typer.echo(render.to_json(plan_record(result)))
+    elif fmt is Format.csv:
+        typer.echo(render.to_csv({k: v for k, v in trial_record(t).items() if not isinstance(v, dict)}
+                                 for t in result.ranked), nl=False)
+    else:
+        typer.echo(plan_text(result))
+    if out is not None:
+        files = write_report(result, out)
+        typer.echo(f"wrote {', '.join(str(f) for f in files if f.suffix != '.png')} and "
+                   f"{sum(f.suffix == '.png' for f in files)} charts", err=True)
+    typer.echo(f"planned in {time.perf_counter() - t0:.1f} s ({result.simulations} simulations of "
+               f"{result.requests:,} requests)", err=True)
 
 
 def main() -> None:

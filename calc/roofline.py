@@ -5,35 +5,61 @@ time(op) = max(FLOPs / (peak * compute_eff), bytes / (bandwidth * memory_eff))
            + sent bytes / link bandwidth + hops * link latency     (collectives only)
 time(pass) = sum over operators + step_overhead
 
+Attention operators use both efficiencies times the profile's attention share; a
+profile may override its efficiencies per compute dtype (efficiency.by_dtype).
+
 "bound" is whichever of the two terms won. Intensity is FLOPs / bytes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
 
 from calc.operators import STREAMS, Dtypes, OpCost, accumulate, total
 from calc.specs import HardwareSpec
+from calc.units import MICRO
 
 
 @dataclass(frozen=True)
 class Efficiency:
-    """Fractions of peak and fixed overheads used for times (the profile's, or ideal)."""
+    """Fractions of peak and fixed overheads used for times (the profile's, or ideal).
+
+    ``attention`` scales both roofs for attention operators (1: as for GEMMs);
+    ``by_dtype`` holds (compute dtype, Efficiency) pairs that replace this one for
+    passes at that compute dtype (see ``for_dtype``); empty unless a profile has them.
+    """
 
     compute: float = 1.0
     memory: float = 1.0
     kernel_overhead_s: float = 0.0
     step_overhead_s: float = 0.0
+    attention: float = 1.0
+    by_dtype: tuple[tuple[str, Efficiency], ...] = ()
 
     @classmethod
     def of(cls, hw: HardwareSpec, ideal: bool = False) -> Efficiency:
         if ideal:
             return cls()
         e = hw.efficiency
-        return cls(e.compute, e.memory, hw.kernel_overhead_s, hw.step_overhead_s)
+        top = cls(e.compute, e.memory, hw.kernel_overhead_s, hw.step_overhead_s, e.attention)
+        over = []
+        for dtype, d in e.by_dtype.items():
+            pick = lambda v, default: default if v is None else v  # noqa: E731
+            over.append((dtype, cls(pick(d.compute, top.compute), pick(d.memory, top.memory),
+                                    pick(d.kernel_overhead_us, e.kernel_overhead_us) * MICRO,
+                                    pick(d.step_overhead_us, e.step_overhead_us) * MICRO,
+                                    pick(d.attention, top.attention))))
+        return replace(top, by_dtype=tuple(over))
+
+    def for_dtype(self, compute_dtype: str) -> Efficiency:
+        """The efficiencies of a pass at ``compute_dtype``: its override, else these."""
+        for dtype, e in self.by_dtype:
+            if dtype == compute_dtype:
+                return e
+        return self
 
 
 def peak_for(hw: HardwareSpec, dt: Dtypes, peak: str) -> float:
@@ -81,8 +107,10 @@ def op_time(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency,
         bw, hop_s = link
         z = np.float64(0.0)
         return OpTime(op, z, z, z, op.comm_bytes / bw + op.comm_hops * hop_s)
-    compute = op.flops / (peak_for(hw, dt, op.peak) * eff.compute)
-    memory = op.bytes / (hw.memory_bandwidth_bytes_per_s * eff.memory)
+    eff = eff.for_dtype(dt.compute)
+    share = eff.attention if op.kind == "attention" else 1.0
+    compute = op.flops / (peak_for(hw, dt, op.peak) * eff.compute * share)
+    memory = op.bytes / (hw.memory_bandwidth_bytes_per_s * eff.memory * share)
     overhead = np.float64(op.kernels * eff.kernel_overhead_s)
     return OpTime(op, compute, memory, overhead)
 
@@ -160,4 +188,5 @@ class PhaseCost:
 
 def phase_cost(ops: list[OpCost], hw: HardwareSpec, dt: Dtypes, eff: Efficiency,
                link: tuple[float, float] = (np.inf, 0.0)) -> PhaseCost:
-    return PhaseCost(tuple(op_time(op, hw, dt, eff, link) for op in ops), eff.step_overhead_s)
+    step_s = eff.for_dtype(dt.compute).step_overhead_s
+    return PhaseCost(tuple(op_time(op, hw, dt, eff, link) for op in ops), step_s)

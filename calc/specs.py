@@ -123,6 +123,17 @@ class MoESpec(_Spec):
         return self.shared_expert_intermediate_size or self.expert_intermediate_size
 
 
+def _whole(value: object) -> int | None:
+    """An int, or a float with an integral value (YAML 4096.0), as int; else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
 class ModelSpec(_Spec):
     """A decoder-only transformer, as the calculator sees it."""
 
@@ -155,7 +166,8 @@ class ModelSpec(_Spec):
         hidden = data.get("hidden_size")
         if isinstance(att, dict) and att.get("head_dim") is None and att.get("kind", "standard") == "standard":
             heads = att.get("num_heads")
-            if isinstance(hidden, int) and isinstance(heads, int) and heads > 0 and hidden > 0:
+            hidden, heads = _whole(hidden), _whole(heads)
+            if hidden is not None and heads is not None and heads > 0 and hidden > 0:
                 if hidden % heads:
                     raise ValueError(
                         f"attention.num_heads ({heads}) does not divide hidden_size ({hidden}); give attention.head_dim"
@@ -361,14 +373,39 @@ class Price(_Spec):
         return v.isoformat() if hasattr(v, "isoformat") else v
 
 
+class DtypeEfficiency(_Spec):
+    """Efficiencies for passes whose compute dtype is this one; an absent field inherits
+    the profile's. (A calibration measures each dtype: on CPUs bf16 kernels and their
+    fixed costs differ from fp32 ones; on GPUs fp8 GEMMs reach a different share of peak.)"""
+
+    compute: float | None = Field(default=None, gt=0, le=1)
+    memory: float | None = Field(default=None, gt=0, le=1)
+    attention: float | None = Field(default=None, gt=0, le=1)
+    kernel_overhead_us: float | None = Field(default=None, ge=0)
+    step_overhead_us: float | None = Field(default=None, ge=0)
+
+
 class Efficiency(_Spec):
-    """Fractions of peak a real kernel reaches, and fixed overheads; ``source`` says whence."""
+    """Fractions of peak a real kernel reaches, and fixed overheads; ``source`` says whence.
+
+    ``attention``: the share of the compute and memory efficiencies that attention
+    kernels reach (1: the same as GEMMs and streams, the default); calibrations fit it
+    because attention kernels (flash on CPU, FlashAttention on GPU) run below GEMM rates.
+    ``by_dtype``: per-compute-dtype overrides (empty by default: one set for all dtypes).
+    """
 
     compute: float = Field(default=0.7, gt=0, le=1)
     memory: float = Field(default=0.85, gt=0, le=1)
+    attention: float = Field(default=1.0, gt=0, le=1)
     kernel_overhead_us: float = Field(default=0.0, ge=0)
     step_overhead_us: float = Field(default=0.0, ge=0)
+    by_dtype: dict[str, DtypeEfficiency] = Field(default_factory=dict)
     source: str = ""
+
+    @field_validator("by_dtype")
+    @classmethod
+    def _dtypes(cls, v: dict[str, DtypeEfficiency]) -> dict[str, DtypeEfficiency]:
+        return {canonical_dtype(k): e for k, e in v.items()}
 
 
 class HardwareSpec(_Spec):

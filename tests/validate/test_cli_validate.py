@@ -1,0 +1,163 @@
+"""`roofline validate` and `roofline calibrate` end to end, and their exit-2 paths."""
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+torch = pytest.importorskip("torch")
+
+from calc.catalog import load_hardware  # noqa: E402
+from calc.cli import app  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def test_validate_package_is_ours():
+    import validate
+
+    assert Path(validate.__file__).resolve().parent == ROOT / "validate"
+
+
+def test_import_validate_is_light():
+    code = "import sys, validate, validate.calibrate, validate.measurements; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("v") / "tiny"
+    r = runner.invoke(app, ["validate", "--device", "cpu", "--model", "tiny-decoder", "--quick", "--budget", "6",
+                            "--out", str(out)])
+    return r, out
+
+
+def test_quick_validate_writes_everything(quick_run):
+    r, out = quick_run
+    assert r.exit_code == 0, r.output
+    for name in ("measurements.csv", "counts.json", "calibrated.yaml", "report.md", "scatter.png", "probes.yaml",
+                 "model.yaml"):
+        assert (out / name).is_file(), name
+    rows = list(csv.DictReader((out / "measurements.csv").open()))
+    assert {r["dtype"] for r in rows} == {"fp32", "bf16"}
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert ok and all(float(r["measured_s"]) > 0 and r["predicted_calibrated_s"] for r in ok)
+    assert {r["split"] for r in ok} == {"fit", "held-out"}
+    counts = json.loads((out / "counts.json").read_text())
+    assert counts["ok"] is True
+    hw = load_hardware(out / "calibrated.yaml")
+    assert hw.calibration["torch"] == torch.__version__ and "split" in hw.calibration
+    assert set(hw.efficiency.by_dtype) == {"bf16"}
+    report = (out / "report.md").read_text()
+    assert "| measured ms | predicted default ms | predicted calibrated ms |" in report
+    assert "[2, 2, 143, 64]" in report  # the seed experiment's final KV
+    assert "held-out" in r.output and "counts: ok" in r.output
+
+
+def test_calibrate_refits_from_saved_measurements(quick_run, tmp_path):
+    _, out = quick_run
+    target = tmp_path / "profile.yaml"
+    r = runner.invoke(app, ["calibrate", "--measurements", str(out / "measurements.csv"), "--hardware",
+                            "cpu-generic-2core", "--out", str(target)])
+    assert r.exit_code == 0, r.output
+    hw = load_hardware(target)
+    assert hw.name == "cpu-generic-2core-calibrated" and hw.calibration["kind"] == "calibrated"
+    assert [p.name for p in tmp_path.iterdir()] == ["profile.yaml"]
+    r = runner.invoke(app, ["estimate", "-m", "tiny-decoder", "--hardware", str(target), "--format", "json"])
+    assert r.exit_code == 0 and json.loads(r.output)["calibrated"] is True
+
+
+def test_calibrate_bad_csv_exits_2(tmp_path):
+    bad = tmp_path / "m.csv"
+    bad.write_text("a,b\n1,2\n")
+    r = runner.invoke(app, ["calibrate", "--measurements", str(bad), "--hardware", "cpu-generic-2core",
+                            "--out", str(tmp_path / "p.yaml")])
+    assert r.exit_code == 2 and "missing column" in r.output
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_no_cuda_exits_2(tmp_path):
+    r = runner.invoke(app, ["validate", "--device", "cuda", "--model", "tiny-decoder", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "CUDA is not available" in r.output
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-70b", "llama-3.1-405b"])
+def test_model_too_big_suggests_layers(tmp_path, model):
+    r = runner.invoke(app, ["validate", "--model", model, "--out", str(tmp_path / "x")])
+    assert r.exit_code == 2, r.output
+    assert "--layers" in r.output and "GB" in r.output and len(r.output.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()  # refused before anything ran
+
+
+@pytest.mark.parametrize("args, text", [(["--layers", "5"], "between 1 and 1"), (["--dtype", "int4"], "--dtype"),
+                                        (["--device", "tpu"], "cpu or cuda")])
+def test_bad_options_exit_2(tmp_path, args, text):
+    r = runner.invoke(app, ["validate", "--model", "tiny-decoder", "--out", str(tmp_path / "x"), *args])
+    assert r.exit_code == 2 and text in r.output, r.output
+
+
+def test_oom_at_a_point_is_skipped_and_said(tmp_path, monkeypatch):
+    from validate import runner as run_mod
+    from validate import timing
+
+    real = timing.prefill_fn
+
+    def flaky(model, batch, prompt_len, vocab, device):
+        if batch == 4 and prompt_len == 256:
+            raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory")
+        return real(model, batch, prompt_len, vocab, device)
+
+    monkeypatch.setattr(timing, "prefill_fn", flaky)
+    lines = []
+    res = run_mod.run(run_mod.Options("tiny-decoder", tmp_path / "o", dtypes=("fp32",), quick=True, budget_s=3),
+                      say=lines.append)
+    status = {(r.point.phase, r.point.batch, r.point.size): r.status for r in res.rows}
+    assert status[("prefill", 4, 256)] == "oom"
+    assert sum(s == "ok" for s in status.values()) == len(status) - 1
+    assert (tmp_path / "o" / "calibrated.yaml").is_file()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_quick_validate_on_cuda(tmp_path):
+    r = runner.invoke(app, ["validate", "--device", "cuda", "--model", "tiny-decoder", "--quick", "--dtype",
+                            "bf16", "--out", str(tmp_path / "g")])
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "g" / "counts.json").read_text())["ok"] is True
+
+
+TINY_LLAMA = """\
+name: tiny-llama
+num_layers: 2
+hidden_size: 128
+vocab_size: 512
+max_context: 1024
+dtype: float32
+attention: {num_heads: 4, num_kv_heads: 2, head_dim: 32}
+mlp: {kind: gated, intermediate_size: 256, activation: silu}
+"""
+
+
+def test_hf_llama_through_the_same_harness(tmp_path):
+    pytest.importorskip("transformers")
+    spec = tmp_path / "tiny-llama.yaml"
+    spec.write_text(TINY_LLAMA)
+    out = tmp_path / "hf"
+    r = runner.invoke(app, ["validate", "--model", str(spec), "--impl", "hf", "--quick", "--dtype", "fp32",
+                            "--budget", "3", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    rows = list(csv.DictReader((out / "measurements.csv").open()))
+    assert sum(r["status"] == "ok" for r in rows) == len(rows)
+    assert "transformers" in (out / "report.md").read_text()
+
+
+def test_hf_refuses_non_llama_models(tmp_path):
+    pytest.importorskip("transformers")
+    r = runner.invoke(app, ["validate", "--model", "tiny-decoder", "--impl", "hf", "--out", str(tmp_path / "x")])
+    assert r.exit_code == 2 and "Llama-style" in r.output

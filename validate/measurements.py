@@ -1,0 +1,143 @@
+"""One row per grid point: inputs, measured and predicted times, relative errors; CSV in and out.
+
+Columns of measurements.csv (times in seconds; errors are predicted / measured - 1):
+
+    model, layers, device, threads, dtype, phase, batch, prompt_len (prefill T),
+    context (decode S), split (fit | held-out), status (ok | oom | skipped: ...),
+    measured_s (median), min_s, max_s, spread (std/mean), samples, others_cores, flags,
+    predicted_default_s, predicted_calibrated_s, error_default, error_calibrated, bound_default
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from calc.errors import SpecError
+from calc.latency import decode_cost, prefill_cost
+from calc.operators import Dtypes
+from calc.roofline import Efficiency
+from calc.specs import HardwareSpec, ModelSpec
+from validate.timing import Point, Timing
+
+COLUMNS = ["model", "layers", "device", "threads", "dtype", "phase", "batch", "prompt_len", "context", "split",
+           "status", "measured_s", "min_s", "max_s", "spread", "samples", "others_cores", "flags",
+           "predicted_default_s", "predicted_calibrated_s", "error_default", "error_calibrated", "bound_default"]
+
+
+@dataclass(frozen=True)
+class Row:
+    model: str
+    layers: int
+    device: str
+    threads: int
+    point: Point
+    split: str
+    status: str = "pending"
+    measured_s: float | None = None
+    min_s: float | None = None
+    max_s: float | None = None
+    spread: float | None = None
+    samples: int = 0
+    others_cores: float = 0.0
+    flags: str = ""
+    predicted_default_s: float | None = None
+    predicted_calibrated_s: float | None = None
+    bound_default: str = ""
+
+    def timed(self, timing: Timing) -> Row:
+        """This row with a measurement."""
+        return replace(self, status="ok", measured_s=timing.median_s, min_s=min(timing.samples_s),
+                       max_s=max(timing.samples_s), spread=timing.spread, samples=len(timing.samples_s),
+                       others_cores=timing.others_cores, flags="; ".join(timing.flags()))
+
+    @staticmethod
+    def error(pred, meas):
+        return None if pred is None or not meas else pred / meas - 1.0
+
+    def record(self) -> dict:
+        p = self.point
+        r = {
+            "model": self.model, "layers": self.layers, "device": self.device, "threads": self.threads,
+            "dtype": p.dtype, "phase": p.phase, "batch": p.batch,
+            "prompt_len": p.size if p.phase == "prefill" else "", "context": p.size if p.phase == "decode" else "",
+            "split": self.split, "status": self.status, "measured_s": self.measured_s, "min_s": self.min_s,
+            "max_s": self.max_s, "spread": self.spread, "samples": self.samples,
+            "others_cores": round(self.others_cores, 3), "flags": self.flags,
+            "predicted_default_s": self.predicted_default_s, "predicted_calibrated_s": self.predicted_calibrated_s,
+            "error_default": self.error(self.predicted_default_s, self.measured_s),
+            "error_calibrated": self.error(self.predicted_calibrated_s, self.measured_s),
+            "bound_default": self.bound_default,
+        }
+        return {k: ("" if v is None else f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()}
+
+
+def write_rows(path: str | Path, rows: list[Row]) -> Path:
+    """Rewrite the CSV atomically (an interrupted run keeps every finished point)."""
+    from validate.calibrate import write_atomic
+
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow(r.record())
+    return write_atomic(path, buf.getvalue())
+
+
+def read_rows(path: str | Path) -> list[Row]:
+    """Rows of a measurements.csv; problems are SpecErrors naming the file, line and column."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SpecError(path, None, f"cannot read file ({exc.strerror or exc})") from None
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in ("dtype", "phase", "batch", "prompt_len", "context", "split", "status", "measured_s")
+               if c not in (reader.fieldnames or [])]
+    if missing:
+        raise SpecError(path, None, f"not a measurements.csv: missing column(s) {', '.join(missing)}")
+    rows = []
+    for line, rec in enumerate(reader, start=2):
+        try:
+            phase = rec["phase"]
+            if phase not in ("prefill", "decode"):
+                raise ValueError(f"phase must be prefill or decode, got {phase!r}")
+            size = int(rec["prompt_len"] if phase == "prefill" else rec["context"])
+            point = Point(rec["dtype"], phase, int(rec["batch"]), size)
+            num = functools.partial(_num, rec)
+            rows.append(Row(rec.get("model", ""), int(rec.get("layers") or 0), rec.get("device", ""),
+                            int(rec.get("threads") or 0), point, rec["split"], rec["status"],
+                            measured_s=num("measured_s"), min_s=num("min_s"), max_s=num("max_s"),
+                            spread=num("spread"), samples=int(float(rec.get("samples") or 0)),
+                            others_cores=num("others_cores") or 0.0, flags=rec.get("flags", ""),
+                            predicted_default_s=num("predicted_default_s"),
+                            predicted_calibrated_s=num("predicted_calibrated_s"),
+                            bound_default=rec.get("bound_default", "")))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise SpecError(path, f"line {line}", str(exc)) from None
+    if not rows:
+        raise SpecError(path, None, "no rows")
+    return rows
+
+
+def _num(rec: dict, key: str) -> float | None:
+    return float(rec[key]) if rec.get(key) not in (None, "") else None
+
+
+def predict_point(spec: ModelSpec, hw: HardwareSpec, p: Point) -> tuple[float, str]:
+    """The calculator's time for a grid point (seconds) and what bounds it, at the run's dtype."""
+    dt = Dtypes(p.dtype, p.dtype, p.dtype)
+    eff = Efficiency.of(hw)
+    if p.phase == "prefill":
+        cost, _ = prefill_cost(spec, hw, np.float64(p.batch), np.float64(p.size), dt, eff)
+    else:
+        cost = decode_cost(spec, hw, np.float64(p.batch), np.float64(p.size), dt, eff)
+    return float(cost.time_s), str(cost.bound)
+
+
+__all__ = ["Row", "read_rows", "write_rows", "predict_point"]

@@ -1,0 +1,324 @@
+"""A small torch decoder built from any ModelSpec, with random weights (nothing is downloaded).
+
+gpt-fast's shape: modules for embedding, norms, attention (MHA/GQA/MQA through
+``scaled_dot_product_attention``, or DeepSeek MLA), dense or MoE MLP, and an
+lm_head applied to the last position only; a preallocated static KV cache
+(validate/passes.py) written in place; explicit positions; separate
+``prefill(tokens)`` and ``decode_step(token, pos)``.
+
+Its structure follows the calculator's operator list (calc/operators.py), so the
+two can be compared: q/k/v (or fused qkv) projections, fused gate_up, MoE experts
+as a loop of plain matmuls over the tokens routed to each (FlopCounterMode then
+counts exactly the k routed experts per token; ``torch._grouped_mm`` would count 0).
+The attention core lives in its own module (``.core``) so a FLOP counter can tell
+attention FLOPs from linear ones.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from calc.specs import ModelSpec
+from validate.passes import KVCache
+
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+ROPE_BASE = 10000.0
+
+
+class Norm(nn.Module):
+    def __init__(self, kind: str, width: int, eps: float = 1e-6):
+        super().__init__()
+        self.kind, self.eps = kind, eps
+        self.weight = nn.Parameter(torch.ones(width))
+        self.bias = nn.Parameter(torch.zeros(width)) if kind == "layernorm" else None
+
+    def forward(self, x):
+        if self.kind == "rmsnorm":
+            return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+        return F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps)
+
+
+def make_norm(kind: str, width: int) -> nn.Module:
+    return nn.Identity() if kind == "none" else Norm(kind, width)
+
+
+def rope_tables(max_len: int, dim: int, dtype, device):
+    """cos, sin [max_len, dim/2] for rotate-half RoPE."""
+    inv = 1.0 / ROPE_BASE ** (torch.arange(0, dim, 2, device=device, dtype=torch.float32) / dim)
+    ang = torch.outer(torch.arange(max_len, device=device, dtype=torch.float32), inv)
+    return ang.cos().to(dtype), ang.sin().to(dtype)
+
+
+def apply_rope(x, cos, sin):
+    """x[..., n, d] rotated by the per-position cos/sin [n, d/2]: 3 FLOPs per element."""
+    h = x.shape[-1] // 2
+    x1, x2 = x[..., :h], x[..., h:]
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+class AttentionCore(nn.Module):
+    """softmax(q k^T * scale [+ mask]) v; the only place attention FLOPs happen."""
+
+    def forward(self, q, k, v, mask=None, causal=False, scale=None):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None,
+                                              scale=scale, enable_gqa=k.shape[1] != q.shape[1])
+
+
+def window_mask(n: int, window: int, device) -> torch.Tensor:
+    """bool[n, n]: query i sees keys j with i - W < j <= i (min(i+1, W) keys, DESIGN.md's min(i, W), 1-based)."""
+    i = torch.arange(n, device=device)
+    d = i[:, None] - i[None, :]
+    return (d >= 0) & (d < window)
+
+
+class Attention(nn.Module):
+    """MHA/GQA/MQA: q/k/v (or fused qkv) projections, optional q/k norm, RoPE, SDPA, o_proj."""
+
+    def __init__(self, spec: ModelSpec, window: int | None):
+        super().__init__()
+        a = spec.attention
+        H, self.Hq, self.Hkv, self.D = spec.hidden_size, a.num_heads, a.num_kv_heads, a.head_dim
+        self.window, self.rope = window, spec.position_embedding == "rope"
+        if a.fused_qkv:
+            self.qkv = nn.Linear(H, (self.Hq + 2 * self.Hkv) * self.D, bias=a.qkv_bias)
+        else:
+            self.q_proj = nn.Linear(H, self.Hq * self.D, bias=a.qkv_bias)
+            self.k_proj = nn.Linear(H, self.Hkv * self.D, bias=a.qkv_bias)
+            self.v_proj = nn.Linear(H, self.Hkv * self.D, bias=a.qkv_bias)
+        self.q_norm = make_norm(spec.norm, self.D) if a.qk_norm else nn.Identity()
+        self.k_norm = make_norm(spec.norm, self.D) if a.qk_norm else nn.Identity()
+        self.core = AttentionCore()
+        self.o_proj = nn.Linear(self.Hq * self.D, H, bias=a.o_bias)
+
+    def forward(self, x, pos, end: int, cos, sin, cache: KVCache, layer: int):
+        B, n, _ = x.shape
+        if hasattr(self, "qkv"):
+            q, k, v = self.qkv(x).split([self.Hq * self.D, self.Hkv * self.D, self.Hkv * self.D], dim=-1)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        q = self.q_norm(q.view(B, n, self.Hq, self.D)).transpose(1, 2)
+        k = self.k_norm(k.view(B, n, self.Hkv, self.D)).transpose(1, 2)
+        v = v.view(B, n, self.Hkv, self.D).transpose(1, 2)
+        if self.rope:
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        cache.write(layer, end - n, k, v)
+        if n > 1:  # prefill: attend over the fresh keys, causal (and windowed)
+            mask = window_mask(n, self.window, x.device) if self.window and self.window < n else None
+            out = self.core(q, k, v, mask=mask, causal=True)
+        else:  # decode: every held slot is visible (min(S + 1, W) of them)
+            keys, values = cache.visible(layer, end)
+            out = self.core(q, keys, values)
+        return self.o_proj(out.transpose(1, 2).reshape(B, n, self.Hq * self.D))
+
+
+class MLAttention(nn.Module):
+    """DeepSeek MLA. Cache: latent c_kv[rkv] and rope key k_r[dr] side by side, one tensor.
+
+    Prefill expands the new latents through kv_b_proj and runs ordinary attention;
+    decode absorbs W_UK into the query and W_UV into the output (never re-expanding the cache).
+    """
+
+    def __init__(self, spec: ModelSpec, window: int | None):
+        super().__init__()
+        if window is not None:
+            raise ValueError("the reference decoder does not implement sliding-window MLA")
+        a = spec.attention
+        H, self.Hq = spec.hidden_size, a.num_heads
+        self.rq, self.rkv = a.q_lora_rank, a.kv_lora_rank
+        self.dn, self.dr, self.dv = a.qk_nope_head_dim, a.qk_rope_head_dim, a.v_head_dim
+        qd = self.Hq * (self.dn + self.dr)
+        if self.rq is None:
+            self.q_proj = nn.Linear(H, qd, bias=False)
+        else:
+            self.q_a_proj = nn.Linear(H, self.rq, bias=False)
+            self.q_a_norm = make_norm(spec.norm, self.rq)
+            self.q_b_proj = nn.Linear(self.rq, qd, bias=False)
+        self.kv_a_proj = nn.Linear(H, self.rkv + self.dr, bias=False)
+        self.kv_a_norm = make_norm(spec.norm, self.rkv)
+        self.kv_b_proj = nn.Linear(self.rkv, self.Hq * (self.dn + self.dv), bias=False)
+        self.core = AttentionCore()
+        self.o_proj = nn.Linear(self.Hq * self.dv, H, bias=False)
+        self.scale = (self.dn + self.dr) ** -0.5
+
+    def forward(self, x, pos, end: int, cos, sin, cache: KVCache, layer: int):
+        B, n, _ = x.shape
+        Hq, dn, dr, dv, rkv = self.Hq, self.dn, self.dr, self.dv, self.rkv
+        q = self.q_proj(x) if self.rq is None else self.q_b_proj(self.q_a_norm(self.q_a_proj(x)))
+        q = q.view(B, n, Hq, dn + dr).transpose(1, 2)
+        q_nope, q_pe = q[..., :dn], apply_rope(q[..., dn:], cos, sin)
+        kv_a = self.kv_a_proj(x)
+        c = self.kv_a_norm(kv_a[..., :rkv])
+        k_pe = apply_rope(kv_a[..., rkv:], cos, sin)  # [B, n, dr], shared by all heads
+        cache.write(layer, end - n, torch.cat((c, k_pe), dim=-1))
+        if n > 1:  # prefill, expanded form
+            kv = self.kv_b_proj(c).view(B, n, Hq, dn + dv).transpose(1, 2)
+            k = torch.cat((kv[..., :dn], k_pe[:, None].expand(B, Hq, n, dr)), dim=-1)
+            out = self.core(torch.cat((q_nope, q_pe), dim=-1), k, kv[..., dn:], causal=True, scale=self.scale)
+        else:  # decode, absorbed form
+            w = self.kv_b_proj.weight.view(Hq, dn + dv, rkv)
+            q_lat = torch.einsum("bhnd,hdr->bhnr", q_nope, w[:, :dn])
+            latents = cache.visible(layer, end)[:, None]  # [B, 1, S+1, rkv+dr], a view
+            o_lat = self.core(torch.cat((q_lat, q_pe), dim=-1), latents, latents[..., :rkv], scale=self.scale)
+            out = torch.einsum("bhnr,hvr->bhnv", o_lat, w[:, dn:])
+        return self.o_proj(out.transpose(1, 2).reshape(B, n, Hq * dv))
+
+
+def activation(name: str):
+    name = name.lower()
+    if name in ("silu", "swish", "swiglu"):
+        return F.silu
+    if name in ("relu",):
+        return F.relu
+    if name.startswith("gelu"):
+        return lambda x: F.gelu(x, approximate="tanh" if "tanh" in name or "new" in name or "fast" in name
+                                else "none")
+    raise ValueError(f"activation {name!r} is not implemented by the reference decoder")
+
+
+class MLP(nn.Module):
+    """Gated: gate_up[H,2F] -> act(g)*u -> down[F,H]; plain: up -> act -> down."""
+
+    def __init__(self, spec: ModelSpec, width: int):
+        super().__init__()
+        m, H = spec.mlp, spec.hidden_size
+        self.gated, self.act = m.kind == "gated", activation(m.activation)
+        self.up = nn.Linear(H, (2 if self.gated else 1) * width, bias=m.bias)
+        self.down = nn.Linear(width, H, bias=m.bias)
+
+    def forward(self, x):
+        h = self.up(x)
+        if self.gated:
+            g, u = h.chunk(2, dim=-1)
+            return self.down(self.act(g) * u)
+        return self.down(self.act(h))
+
+
+class MoE(nn.Module):
+    """Router x @ W_r[H,E], softmax top-k, a loop over experts on the tokens routed to each;
+    shared experts (one MLP of width n_shared * F_shared) on every token."""
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__()
+        m, H = spec.moe, spec.hidden_size
+        self.k = m.experts_per_token
+        self.router = nn.Linear(H, m.num_experts, bias=m.router_bias)
+        self.experts = nn.ModuleList(MLP(spec, m.expert_intermediate_size) for _ in range(m.num_experts))
+        self.shared = MLP(spec, m.num_shared_experts * m.shared_intermediate) if m.num_shared_experts else None
+        self.shared_gate = nn.Linear(H, 1, bias=False) if m.num_shared_experts and m.shared_expert_gate else None
+
+    def forward(self, x):
+        shape = x.shape
+        x = x.reshape(-1, shape[-1])
+        weights, chosen = torch.topk(self.router(x).float().softmax(dim=-1), self.k, dim=-1)
+        weights = weights.to(x.dtype)
+        out = torch.zeros_like(x)
+        for e, expert in enumerate(self.experts):
+            rows, slot = torch.where(chosen == e)
+            if rows.numel():
+                out.index_add_(0, rows, expert(x[rows]) * weights[rows, slot, None])
+        if self.shared is not None:
+            s = self.shared(x)
+            out = out + (s * torch.sigmoid(self.shared_gate(x)) if self.shared_gate is not None else s)
+        return out.view(shape)
+
+
+class Block(nn.Module):
+    """Pre-norm residual block; norms_per_layer 4 adds post-norms (Gemma's sandwich)."""
+
+    def __init__(self, spec: ModelSpec, layer: int):
+        super().__init__()
+        window = spec.attention.sliding_window if spec.sliding_layers[layer] else None
+        self.attn = (MLAttention if spec.attention.kind == "mla" else Attention)(spec, window)
+        n_norms = spec.norms_per_layer if spec.norm != "none" else 0
+        has_mlp = spec.mlp.kind != "none"
+        self.ff = MoE(spec) if spec.moe_layers[layer] else (MLP(spec, spec.mlp.intermediate_size) if has_mlp else None)
+        norm = lambda i: make_norm(spec.norm, spec.hidden_size) if n_norms > i else nn.Identity()  # noqa: E731
+        self.attn_norm, self.ff_norm, self.attn_post, self.ff_post = norm(0), norm(1), norm(2), norm(3)
+
+    def forward(self, x, pos, end, cos, sin, cache, layer):
+        x = x + self.attn_post(self.attn(self.attn_norm(x), pos, end, cos, sin, cache, layer))
+        if self.ff is not None:
+            x = x + self.ff_post(self.ff(self.ff_norm(x)))
+        return x
+
+
+class Decoder(nn.Module):
+    """The whole decoder. ``prefill`` and ``decode_step`` return logits [B, V] of the last position."""
+
+    def __init__(self, spec: ModelSpec, max_len: int):
+        super().__init__()
+        self.spec, self.max_len = spec, max_len
+        H, V = spec.hidden_size, spec.vocab_size
+        self.embed = nn.Embedding(V, H)
+        self.pos_embed = nn.Embedding(max_len, H) if spec.position_embedding == "learned" else None
+        self.layers = nn.ModuleList(Block(spec, i) for i in range(spec.num_layers))
+        self.norm = make_norm(spec.norm, H)
+        self.lm_head = None if spec.tie_embeddings else nn.Linear(H, V, bias=False)
+        a = spec.attention
+        self.rope_dim = (a.qk_rope_head_dim if a.kind == "mla" else a.head_dim) \
+            if spec.position_embedding == "rope" else 0
+        self.cache: KVCache | None = None
+
+    def setup(self, batch: int, dtype, device, max_len: int | None = None) -> KVCache:
+        """Allocate the static cache (``max_len`` slots, default the decoder's) and the RoPE tables
+        for ``batch`` sequences. Decode reads only the S + 1 slots it attends, whatever the length."""
+        if max_len is not None and max_len > self.max_len:
+            raise ValueError(f"max_len {max_len} exceeds the decoder's {self.max_len}")
+        self.cache = KVCache(self.spec, batch, self.max_len, dtype, device)
+        if self.rope_dim:
+            cos, sin = rope_tables(self.max_len, self.rope_dim, dtype, device)
+        else:
+            cos = sin = torch.zeros(self.max_len, 0, dtype=dtype, device=device)
+        self.cos, self.sin = cos, sin
+        self.positions = torch.arange(self.max_len, device=device)
+        return self.cache
+
+    def forward(self, tokens, start: int):
+        end = start + tokens.shape[1]
+        pos = self.positions[start:end]
+        x = self.embed(tokens)
+        if self.pos_embed is not None:
+            x = x + self.pos_embed(pos)
+        cos, sin = self.cos[start:end], self.sin[start:end]
+        for i, layer in enumerate(self.layers):
+            x = layer(x, pos, end, cos, sin, self.cache, i)
+        x = self.norm(x[:, -1])  # logits for the last position only
+        w = self.embed.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(x, w)
+
+    def prefill(self, tokens):
+        """tokens[B, T] at positions 0..T-1; writes T K/V positions per layer (W on sliding layers)."""
+        return self(tokens, 0)
+
+    def decode_step(self, token, pos: int):
+        """token[B, 1] at position ``pos`` (= S, the context before the step); attends over S + 1."""
+        return self(token, pos)
+
+
+def build_decoder(spec: ModelSpec, max_len: int, dtype: str = "fp32", device: str = "cpu",
+                  seed: int = 0) -> Decoder:
+    """Random weights (std 1/sqrt(fan_in)), allocated straight at ``dtype`` on ``device``."""
+    torch.manual_seed(seed)
+    with torch.device("meta"):
+        model = Decoder(spec, max_len)
+    model = model.to_empty(device=device).to(TORCH_DTYPES[dtype])
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.zero_()
+            elif p.ndim == 1:
+                p.fill_(1.0)
+            else:
+                p.normal_(0.0, p.shape[-1] ** -0.5)
+    return model.eval().requires_grad_(False)
+
+
+def reduced(spec: ModelSpec, layers: int | None) -> ModelSpec:
+    """The same widths with ``layers`` layers (re-validated, so MoE's first_dense_layers still fits)."""
+    if layers is None or layers == spec.num_layers:
+        return spec
+    data = spec.model_dump()
+    data.update(num_layers=layers, name=f"{spec.name}@{layers}L")
+    return ModelSpec(**data)

@@ -1,0 +1,244 @@
+"""Timed prefill and decode passes over a grid of (batch, prompt length, decode context).
+
+As nanochat's benchmark does it: warm-up calls of the same shape, a synchronize
+before every clock read (CUDA), ``time.perf_counter`` with a fixed thread count
+(CPU), the median per point. Calls shorter than 1 ms are looped inside one sample
+(as timeit does) so no sample is under the clock's comfort zone. Instability is
+flagged as pyperf flags it.
+
+TTFT = prefill(tokens[B, T]) + argmax of the last position's logits.
+TPOT = one decode step at context S (token[B, 1] at position S, attending S + 1)
++ argmax; the cache is primed with zeros up to S (values do not change the work).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+# torch is imported inside the functions that run passes: Point and Timing serve torch-free
+# code too (measurements.csv, `roofline calibrate`).
+MIN_SAMPLE_S = 1e-3
+TARGET_SAMPLE_S = 2e-3  # calls shorter than this are looped inside one sample
+MAX_INNER = 200
+
+
+@dataclass(frozen=True)
+class Point:
+    """One grid point. ``size`` is T for prefill and S for decode."""
+
+    dtype: str
+    phase: str  # prefill | decode
+    batch: int
+    size: int
+
+    @property
+    def label(self) -> str:
+        key = "T" if self.phase == "prefill" else "S"
+        return f"{self.phase} {self.dtype} B={self.batch} {key}={self.size}"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Per-call seconds of the clean samples (a sample may loop ``inner`` calls).
+
+    On CPU a sample whose process CPU time fell below CONTENDED_SHARE of wall time
+    x threads was descheduled (another program took the core); such samples are
+    dropped and counted in ``contended``, and more are taken in their place.
+    """
+
+    samples_s: tuple[float, ...]
+    inner: int
+    contended: int = 0
+    others_cores: float = 0.0  # CPU cores other processes kept busy meanwhile (Linux /proc/stat)
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.samples_s)
+
+    @property
+    def mean_s(self) -> float:
+        return statistics.fmean(self.samples_s)
+
+    @property
+    def std_s(self) -> float:
+        return statistics.stdev(self.samples_s) if len(self.samples_s) > 1 else 0.0
+
+    @property
+    def spread(self) -> float:
+        """Standard deviation over mean."""
+        return self.std_s / self.mean_s if self.mean_s > 0 else 0.0
+
+    def flags(self) -> list[str]:
+        """pyperf's warnings: std >= 10% of mean, min or max 50% off the mean, samples under 1 ms."""
+        out = []
+        if self.spread >= 0.10:
+            out.append(f"std dev {100 * self.spread:.0f}% of mean")
+        if min(self.samples_s) < 0.5 * self.mean_s:
+            out.append("min 50% below mean")
+        if max(self.samples_s) > 1.5 * self.mean_s:
+            out.append("max 50% above mean")
+        if self.inner * self.median_s < MIN_SAMPLE_S:
+            out.append("samples under 1 ms")
+        if self.contended:
+            out.append(f"{self.contended} samples descheduled (CPU busy with other work)")
+        if self.others_cores >= BUSY_CORES:
+            out.append(f"other processes used {self.others_cores:.1f} cores meanwhile")
+        return out
+
+
+ADVICE = ("unstable timings: close other programs, keep --threads fixed (and below the core count), "
+          "or rerun with a longer budget; on GPU, lock clocks if you can")
+
+
+def synchronizer(device: str) -> Callable[[], None]:
+    if device.startswith("cuda"):
+        import torch
+
+        return torch.cuda.synchronize
+    return lambda: None
+
+
+CONTENDED_SHARE = 0.85
+BUSY_CORES = 0.2
+
+
+def _cpu_busy_s() -> tuple[float, float] | None:
+    """(seconds of CPU all processes used, seconds this process used), from /proc/stat; None off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [float(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    hz = os.sysconf("SC_CLK_TCK")
+    busy = (sum(fields[:8]) - fields[3] - fields[4]) / hz  # all but idle and iowait
+    t = os.times()
+    return busy, t.user + t.system
+
+
+def time_call(fn: Callable[[], object], sync: Callable[[], None], budget_s: float, min_samples: int = 5,
+              max_samples: int = 50, warmup: int = 2, cpu_threads: int | None = None,
+              warm_call_s: float | None = None) -> Timing:
+    """Warm up, pick ``inner`` so a sample lasts >= 2 ms, then take samples until the budget is spent.
+
+    ``warm_call_s``: the caller already made a warm call that took this long (no more warm-up).
+    ``cpu_threads``: on CPU, the torch thread count; samples whose process CPU time is
+    under CONTENDED_SHARE * wall * threads are dropped (at most as many again are retaken).
+    """
+    if warm_call_s is None:
+        for _ in range(max(warmup - 1, 0)):
+            fn()
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        warm_call_s = time.perf_counter() - t0
+    one = max(warm_call_s, 1e-7)
+    inner = min(MAX_INNER, max(1, math.ceil(TARGET_SAMPLE_S / one)))
+    n = int(min(max_samples, max(min_samples, budget_s / (one * inner))))
+    samples, dropped, tries = [], 0, 0
+    before, start = _cpu_busy_s(), time.perf_counter()
+    while len(samples) < n and tries < 2 * n:
+        tries += 1
+        sync()
+        c = time.process_time()
+        t = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        sync()
+        wall = time.perf_counter() - t
+        cpu = time.process_time() - c
+        if cpu_threads and cpu < CONTENDED_SHARE * wall * cpu_threads and len(samples) + (2 * n - tries) >= n:
+            dropped += 1
+            continue
+        samples.append(wall / inner)
+    after, elapsed = _cpu_busy_s(), time.perf_counter() - start
+    others = 0.0
+    if before and after and elapsed > 0:
+        others = max(0.0, (after[0] - before[0]) - (after[1] - before[1])) / elapsed
+    return Timing(tuple(samples), inner, dropped, others)
+
+
+def prefill_fn(model, batch: int, prompt_len: int, vocab: int, device: str):
+    import torch
+
+    gen = torch.Generator(device="cpu").manual_seed(batch * 7919 + prompt_len)
+    tokens = torch.randint(0, vocab, (batch, prompt_len), generator=gen).to(device)
+    return lambda: model.prefill(tokens).float().argmax(-1)
+
+
+def decode_fn(model, batch: int, context: int, device: str):
+    import torch
+
+    model.cache.prime()
+    token = torch.zeros(batch, 1, dtype=torch.long, device=device)
+    return lambda: model.decode_step(token, context).float().argmax(-1)
+
+
+class Progress:
+    """A one-line progress bar on stderr: [#####.....] i/n label, with an ETA."""
+
+    def __init__(self, total: int, width: int = 20, stream=None):
+        self.total, self.width, self.start = max(total, 1), width, time.perf_counter()
+        self.stream = stream or sys.stderr
+        self.done = 0
+
+    def prefix(self) -> str:
+        filled = round(self.width * self.done / self.total)
+        elapsed = time.perf_counter() - self.start
+        eta = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
+        eta_s = f"eta {eta:4.0f}s" if self.done else "eta    ?"
+        return f"[{'#' * filled}{'.' * (self.width - filled)}] {self.done + 1:>3}/{self.total} {eta_s}"
+
+    def say(self, text: str, end: str = "") -> None:
+        self.stream.write(text + end)
+        self.stream.flush()
+
+    def step(self) -> None:
+        self.done += 1
+
+
+def seed_request(model, batch: int, prompt_len: int, new_tokens: int, vocab: int, device: str,
+                 warmup: int = 3) -> dict:
+    """The seed experiment: one whole request (prefill + argmax, then G - 1 decode steps),
+    timed per phase after ``warmup`` same-shape requests. Returns seconds and the cache shape."""
+    import torch
+
+    sync = synchronizer(device)
+    gen = torch.Generator(device="cpu").manual_seed(31)
+    prompt = torch.randint(0, vocab, (batch, prompt_len), generator=gen).to(device)
+
+    def request():
+        model.cache.reset()
+        sync()
+        t = time.perf_counter()
+        token = model.prefill(prompt).float().argmax(-1, keepdim=True)
+        sync()
+        ttft = time.perf_counter() - t
+        generated, steps = [token], []
+        for s in range(prompt_len, prompt_len + new_tokens - 1):
+            t = time.perf_counter()
+            token = model.decode_step(token, s).float().argmax(-1, keepdim=True)
+            sync()
+            steps.append(time.perf_counter() - t)
+            generated.append(token)
+        return torch.cat(generated, 1), ttft, steps
+
+    with torch.inference_mode():
+        for _ in range(warmup):
+            request()
+        generated, ttft, steps = request()
+    return {
+        "generated_shape": list(generated.shape),
+        "kv_shape": list(model.cache.shapes(0)),
+        "ttft_s": ttft,
+        "first_decode_s": steps[0] if steps else None,
+        "tpot_median_s": statistics.median(steps) if steps else None,
+        "tpot_mean_s": statistics.fmean(steps) if steps else None,
+        "steps": len(steps),
+    }
