@@ -68,7 +68,7 @@ def request_memory(model: ModelSpec, hw: HardwareSpec, batch, prompt_len, output
     """Per GPU: weights at the weight dtype (sharded), KV for T + G - 1 positions per
     sequence (sliding layers capped at W; sharded), activations at the prefill peak."""
     positions = np.asarray(prompt_len, float) + np.asarray(output_len, float) - 1
-    weights = sharded_weight_bytes(model, dt.weight_bytes_per_param(), DTYPE_BYTES[model.serving_dtype], par)
+    weights = sharded_weight_bytes(model, dt.weight_bytes_per_param(), DTYPE_BYTES[dt.unquantized(model)], par)
     return MemoryEstimate(
         weights_bytes=np.float64(weights),
         kv_cache_bytes=model.kv_cache_bytes(positions, batch, dt.kv) * kv_share_per_gpu(model, par),

@@ -73,6 +73,12 @@ class Dtypes:
         """Attention kernels run at 16-bit when the GEMMs are 8-bit (FlashAttention-2 default)."""
         return self.act
 
+    def unquantized(self, model: ModelSpec) -> str:
+        """Dtype of the weights quantisation leaves alone (embeddings, lm_head, norms): the
+        model's, unless the weights are served wider (fp32), as ModelSpec.weight_bytes counts."""
+        wide = DTYPE_BYTES[self.weight] >= DTYPE_BYTES[model.serving_dtype]
+        return self.weight if wide else model.serving_dtype
+
     def weight_bytes_per_param(self) -> float:
         b = DTYPE_BYTES[self.weight]
         return b + (2.0 / self.group_size if self.weight in ("int8", "int4", "fp4") else 0.0)
@@ -356,13 +362,15 @@ def moe_ops(model: ModelSpec, tok, dt: Dtypes, layers: int, par: Parallel) -> li
     E, k = m.num_experts, m.experts_per_token
     Fe = m.expert_intermediate_size / par.expert_tp
     a = DTYPE_BYTES[dt.act]
-    expert_params = model.mlp_params(m.expert_intermediate_size) / par.expert_tp
+    expert_params = model.mlp_params(m.expert_intermediate_size) / par.expert_tp  # with biases
+    matmul_params = model.mlp.matrices * H * Fe  # the weights multiplied (biases are added)
     touched = experts_touched(E, k, tok) / par.ep
     routed_tok = tok * k * par.imbalance / par.ep
     routed = OpCost(
         "moe.experts", "linear", layers,
-        linear_flops=2.0 * routed_tok * expert_params,
-        other_flops=routed_tok * (SILU_MUL_FLOPS * Fe + H),  # activation + weighted sum of outputs
+        linear_flops=2.0 * routed_tok * matmul_params,
+        # activation, weighted sum of outputs, and any bias adds
+        other_flops=routed_tok * (SILU_MUL_FLOPS * Fe + H + (expert_params - matmul_params)),
         weight_bytes=touched * expert_params * dt.weight_bytes_per_param(),
         act_read_bytes=routed_tok * (H + 2 * Fe) * a,
         act_write_bytes=routed_tok * (3 * Fe + H) * a,
@@ -389,7 +397,7 @@ def pass_ops(model: ModelSpec, ps: Pass, dt: Dtypes, attention_kernel: str = "fu
     L, H, V = model.num_layers, model.hidden_size, model.vocab_size
     tok = ps.tokens
     a = DTYPE_BYTES[dt.act]
-    base = DTYPE_BYTES[model.serving_dtype]
+    base = DTYPE_BYTES[dt.unquantized(model)]
     ops: list[OpCost] = [
         # Embedding lookup: 0 FLOPs; reads only the B*n rows it gathers.
         # Vocab-parallel under TP: each GPU gathers the rows in its vocab slice.
@@ -421,7 +429,7 @@ def pass_ops(model: ModelSpec, ps: Pass, dt: Dtypes, attention_kernel: str = "fu
     out_tok = ps.logit_rows
     if model.norm != "none":
         ops.append(_norm("final_norm", 1, out_tok, H, model, dt))
-    head_dt = Dtypes(model.serving_dtype, dt.kv, dt.act, dt.group_size)
+    head_dt = Dtypes(dt.unquantized(model), dt.kv, dt.act, dt.group_size)
     ops.append(_linear("lm_head", 1, out_tok, H, V / par.tp, head_dt))
     # Sampling: greedy argmax over the fp32 logits (the vocab slice, under TP).
     ops.append(OpCost("sample", "other", 1, other_flops=out_tok * V / par.tp,

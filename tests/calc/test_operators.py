@@ -192,3 +192,21 @@ def test_ragged_pass_reads_weights_once_and_sums_attention(llama8b):
     assert _op(mixed, "attention").kv_read_bytes == (100 + 501 + 601 + 701) * 2 * 8 * 128 * 2
     # each of the 4 sequences gets logits for its last position
     assert _op(mixed, "lm_head").linear_flops == 2 * 4 * 4096 * 128256
+
+
+def test_fp32_weights_read_embeddings_and_lm_head_at_fp32(llama8b):
+    # Served at fp32 every weight is fp32, as ModelSpec.weight_bytes counts (one step at B=1
+    # reads every matmul weight once, plus one embedding row).
+    ops = _pass(llama8b, 1, 1, 10, "decode", weight="fp32", compute="fp32")
+    assert _op(ops, "lm_head").weight_bytes == 4096 * 128256 * 4
+    assert _op(ops, "embedding").weight_bytes == 4096 * 4
+
+
+def test_moe_expert_biases_are_not_linear_flops():
+    m = ModelSpec(
+        name="biased-moe", num_layers=1, hidden_size=64, vocab_size=100, max_context=64,
+        attention={"num_heads": 4, "num_kv_heads": 4}, mlp={"kind": "plain", "intermediate_size": 32, "bias": True},
+        moe={"num_experts": 4, "experts_per_token": 2, "expert_intermediate_size": 16},
+    )
+    experts = _op(_pass(m, 1, 3, 0, "prefill"), "moe.experts")
+    assert experts.linear_flops == 2 * 3 * 2 * (2 * 64 * 16)  # tokens x k x 2 matrices of H x Fe
