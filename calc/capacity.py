@@ -83,7 +83,7 @@ class KVBudget:
 
 def kv_budget(model: ModelSpec, hw: HardwareSpec, dt: Dtypes, par: Parallel, serving: Serving,
               attention: str = "fused") -> KVBudget:
-    weights = sharded_weight_bytes(model, dt.weight_bytes_per_param(), DTYPE_BYTES[model.serving_dtype], par)
+    weights = sharded_weight_bytes(model, dt.weight_bytes_per_param(), DTYPE_BYTES[dt.unquantized(model)], par)
     n = float(serving.max_batched_tokens)
     ops = pass_ops(model, Pass(np.float64(1.0), np.float64(n), np.float64(0.0), "prefill"), dt, attention, par)
     workspace = float(activation_peak_bytes(model, 1.0, n, ops, dt))

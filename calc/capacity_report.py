@@ -12,9 +12,7 @@ from __future__ import annotations
 import base64
 import html
 import math
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +20,7 @@ import numpy as np
 from calc import render
 from calc.capacity_charts import kv_png, mean_step, pareto_png, roofline_png
 from calc.errors import SpecError
+from calc.files import atomic_write
 from calc.operators import Dtypes
 from calc.plan import SLO_NAMES, Plan, Trial
 from calc.units import GB
@@ -452,19 +451,6 @@ def build_report(plan: Plan) -> Doc:
     return d
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def check_out_dir(out) -> Path:
     """--out: a folder to create or reuse (its parent must exist)."""
     path = Path(out)
@@ -486,11 +472,11 @@ def write_report(plan: Plan, out) -> list[Path]:
     written = []
     for b in doc.blocks:
         if b[0] == "img":
-            _write_atomic(folder / b[1], b[3])
+            atomic_write(folder / b[1], b[3])
             written.append(folder / b[1])
     for name, text in (("report.md", doc.markdown()), ("report.html", doc.html(f"Capacity plan: "
                                                                               f"{plan.workload.spec.name}")),
                        ("plan.json", render.to_json(plan_record(plan)) + "\n")):
-        _write_atomic(folder / name, text.encode())
+        atomic_write(folder / name, text.encode())
         written.append(folder / name)
     return written

@@ -43,6 +43,8 @@ def atomic_write(path: Path | str, content: str | bytes | Callable[[IO], object]
                 fh.write(content)
             else:
                 content(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except OSError as exc:

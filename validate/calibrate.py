@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import yaml
 
+from calc.files import atomic_write
 from calc.operators import Dtypes, Pass, pass_ops
 from calc.roofline import Efficiency, op_time
 from calc.specs import HardwareSpec, ModelSpec
@@ -236,26 +235,8 @@ def profile_yaml(hw: HardwareSpec, header: str = "") -> str:
     return "\n".join([*lines, body])
 
 
-def write_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` via a temp file in the same directory and os.replace."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
-
-
 def write_profile(hw: HardwareSpec, path: str | Path, header: str = "") -> Path:
-    return write_atomic(path, profile_yaml(hw, header))
+    return atomic_write(path, profile_yaml(hw, header))
 
 
 def fmt_pct(x: float | None) -> str:

@@ -79,7 +79,7 @@ class Row:
 
 def write_rows(path: str | Path, rows: list[Row]) -> Path:
     """Rewrite the CSV atomically (an interrupted run keeps every finished point)."""
-    from validate.calibrate import write_atomic
+    from calc.files import atomic_write as write_atomic
 
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")

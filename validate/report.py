@@ -172,7 +172,7 @@ def _md_table(headers, rows) -> str:
 
 def write_all(run) -> list[Path]:
     """counts.json, scatter.png, report.md into the run's output folder (calibrated.yaml and the CSV exist)."""
-    from validate.calibrate import write_atomic
+    from calc.files import atomic_write as write_atomic
 
     out = Path(run.opts.out)
     written = [write_atomic(out / "counts.json", counts_json(run))]
