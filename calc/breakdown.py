@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from calc import firstorder, render
-from calc.latency import decode_cost, prefill_cost
+from calc.latency import decode_cost, engine_attention, prefill_cost
 from calc.operators import Dtypes
 from calc.parallel import Parallel, check
 from calc.roofline import Efficiency, PhaseCost
@@ -13,18 +13,19 @@ from calc.specs import HardwareSpec, ModelSpec
 
 
 def phase_for(model: ModelSpec, hw: HardwareSpec, phase: str, batch, seq_len, *, weight_dtype=None,
-              kv_dtype=None, compute_dtype=None, group_size=128, attention="fused", ideal=False,
-              tp=1, pp=1, ep=1, imbalance=1.0) -> tuple[PhaseCost, Dtypes]:
+              kv_dtype=None, compute_dtype=None, group_size=128, attention=None, ideal=False,
+              tp=1, pp=1, ep=1, imbalance=1.0, engine=None) -> tuple[PhaseCost, Dtypes]:
     """The PhaseCost of a prefill of seq_len tokens, or a decode step at context seq_len."""
     from calc.errors import SpecError
 
     dt = Dtypes.resolve(model, weight_dtype, kv_dtype, compute_dtype, group_size)
+    attention = attention or engine_attention(hw, engine, ideal)
     if attention not in ("fused", "unfused"):
         raise SpecError("--attention", None, f"must be fused or unfused, got {attention!r}")
     if seq_len + (phase == "decode") > model.max_context:
         raise SpecError("--seq-len", None, f"{seq_len} exceeds {model.name}'s max context {model.max_context}")
     par = check(model, Parallel(tp, pp, ep, imbalance))
-    eff = Efficiency.of(hw, ideal)
+    eff = Efficiency.of(hw, ideal, engine)
     B, S = np.float64(batch), np.float64(seq_len)
     if phase == "prefill":
         return prefill_cost(model, hw, B, S, dt, eff, attention, par=par)[0], dt
@@ -55,6 +56,12 @@ def ops_records(model, hw, phase, batch, seq_len, **options) -> tuple[list[dict]
             "comm_bytes": float(op.comm_bytes),
             "overlappable": op.overlappable,
         })
+    if cost.step_overhead_s:
+        recs.append({"op": "step_overhead", "kind": "overhead", "layers": 1, "flops": 0.0, "bytes": 0.0,
+                     "weight_bytes": 0.0, "kv_bytes": 0.0, "act_bytes": 0.0, "intensity": 0.0,
+                     "time_s": cost.step_overhead_s, "total_time_s": cost.step_overhead_s,
+                     "share": cost.step_overhead_s / total_time, "bound": "overhead", "comm_bytes": 0.0,
+                     "overlappable": False})
     recs.sort(key=lambda r: -r["total_time_s"])
     summary = {
         "model": model.name, "hardware": hw.name, "phase": phase, "batch": batch, "seq_len": seq_len,

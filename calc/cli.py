@@ -206,7 +206,8 @@ HardwareOpt = Annotated[str, typer.Option("--hardware", help="Catalog name or YA
 WeightDtypeOpt = Annotated[str | None, typer.Option("--weight-dtype", help="Weights: bf16, fp16, fp8, int8, int4, fp4 (default: the model's).")]
 KVDtypeOpt = Annotated[str | None, typer.Option("--kv-dtype", help="KV cache: bf16, fp16, fp8, int8, int4 (default: the model's).")]
 ComputeDtypeOpt = Annotated[str | None, typer.Option("--compute-dtype", help="Matmul dtype (default: fp8 for fp8 weights, else the model's).")]
-AttentionOpt = Annotated[str, typer.Option("--attention", help="Attention kernel: fused (FlashAttention, scores stay on chip) or unfused.")]
+AttentionOpt = Annotated[str | None, typer.Option("--attention", help="Attention kernel: fused (FlashAttention, scores stay on chip) or unfused (default: the engine's, else fused).")]
+EngineOpt = Annotated[str | None, typer.Option("--engine", help="Serving-engine preset: ideal, default, vllm, sglang, trtllm, llama.cpp, hf (default: the profile's own). See `roofline engines`.")]
 GroupOpt = Annotated[int, typer.Option("--group-size", min=1, help="Weights per quantisation scale for int8/int4/fp4 weights.")]
 IdealOpt = Annotated[bool, typer.Option("--ideal", help="Pure roofline: peak FLOP/s and data-sheet bandwidth, no overheads.")]
 TPOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs (shards heads, MLP, vocab; 2 all-reduces per layer).")]
@@ -216,9 +217,10 @@ ImbalanceOpt = Annotated[float, typer.Option("--imbalance", help="MoE load imbal
 
 
 def _estimate_options(weight_dtype, kv_dtype, compute_dtype, group_size, attention, ideal,
-                      tp=1, pp=1, ep=1, imbalance=1.0) -> dict:
+                      tp=1, pp=1, ep=1, imbalance=1.0, engine=None) -> dict:
     return dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype,
-                group_size=group_size, attention=attention, ideal=ideal, tp=tp, pp=pp, ep=ep, imbalance=imbalance)
+                group_size=group_size, attention=attention, ideal=ideal, tp=tp, pp=pp, ep=ep, imbalance=imbalance,
+                engine=engine)
 
 
 @command("estimate")
@@ -231,13 +233,14 @@ def estimate_cmd(
     weight_dtype: WeightDtypeOpt = None,
     kv_dtype: KVDtypeOpt = None,
     compute_dtype: ComputeDtypeOpt = None,
-    attention: AttentionOpt = "fused",
+    attention: AttentionOpt = None,
     group_size: GroupOpt = 128,
     ideal: IdealOpt = False,
     tp: TPOpt = 1,
     pp: PPOpt = 1,
     ep: EPOpt = 1,
     imbalance: ImbalanceOpt = 1.0,
+    engine: EngineOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Prefill and decode roofline, TTFT / TPOT / e2e (seconds), throughput (tokens/s) and memory (bytes).
@@ -254,7 +257,7 @@ def estimate_cmd(
     G = parse_values(output_len, "--output-len")
     grid = np.meshgrid(B, T, G, indexing="ij")
     est = estimate(spec, hw, *grid, **_estimate_options(weight_dtype, kv_dtype, compute_dtype, group_size,
-                                                         attention, ideal, tp, pp, ep, imbalance))
+                                                         attention, ideal, tp, pp, ep, imbalance, engine))
     recs = estimate_records(est)
     if fmt is Format.json:
         typer.echo(render.to_json(recs[0] if len(recs) == 1 else recs))
@@ -279,13 +282,14 @@ def ops_cmd(
     weight_dtype: WeightDtypeOpt = None,
     kv_dtype: KVDtypeOpt = None,
     compute_dtype: ComputeDtypeOpt = None,
-    attention: AttentionOpt = "fused",
+    attention: AttentionOpt = None,
     group_size: GroupOpt = 128,
     ideal: IdealOpt = False,
     tp: TPOpt = 1,
     pp: PPOpt = 1,
     ep: EPOpt = 1,
     imbalance: ImbalanceOpt = 1.0,
+    engine: EngineOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Per-operator breakdown of one pass: one layer's FLOPs, bytes, intensity and time, the totals, sorted by time."""
@@ -294,7 +298,7 @@ def ops_cmd(
     spec, hw = load_model(model), load_hardware(hardware)
     recs, summary = ops_records(spec, hw, phase.value, batch, seq_len,
                                 **_estimate_options(weight_dtype, kv_dtype, compute_dtype, group_size, attention, ideal,
-                                                    tp, pp, ep, imbalance))
+                                                    tp, pp, ep, imbalance, engine))
     if fmt is Format.json:
         typer.echo(render.to_json({**summary, "ops": recs}))
     elif fmt is Format.csv:
@@ -342,8 +346,9 @@ def sweep_cmd(
     compute_dtype: ComputeDtypeOpt = None,
     tp: Annotated[str, typer.Option("--tp", help="Tensor-parallel degree(s) (list/range).")] = "1",
     pp: Annotated[str, typer.Option("--pp", help="Pipeline stages (list/range).")] = "1",
-    attention: AttentionOpt = "fused",
+    attention: AttentionOpt = None,
     ideal: IdealOpt = False,
+    engine: EngineOpt = None,
     columns: Annotated[str | None, typer.Option("--columns", help="Keep only these result columns (comma-separated) besides the inputs.")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write .csv or .jsonl (JSON lines); default: CSV on stdout.")] = None,
     yes: Annotated[bool, typer.Option("--yes", help="Run grids of more than 100 million scenarios.")] = False,
@@ -364,7 +369,7 @@ def sweep_cmd(
         prompt_len=parse_values(prompt_len, "--prompt-len" if context is None else "--context"),
         output_len=parse_values(output_len, "--output-len"), weight_dtype=_split(weight_dtype),
         kv_dtype=_split(kv_dtype), compute_dtype=compute_dtype, tp=parse_values(tp, "--tp"),
-        pp=parse_values(pp, "--pp"), attention=attention, ideal=ideal,
+        pp=parse_values(pp, "--pp"), attention=attention, ideal=ideal, engine=engine,
         max_scenarios=2**62 if yes else MAX_SCENARIOS,
     )
     if columns:
@@ -548,6 +553,35 @@ def plan_cmd(
                    f"{sum(f.suffix == '.png' for f in files)} charts", err=True)
     typer.echo(f"planned in {time.perf_counter() - t0:.1f} s ({result.simulations} simulations of "
                f"{result.requests:,} requests)", err=True)
+
+
+@command("engines")
+def engines_cmd(fmt: FormatOpt = Format.table) -> None:
+    """List the serving-engine presets (--engine): attention kernel and efficiency, overheads, sources."""
+    from calc.engines import engines
+
+    rows = [{"name": e.name, "description": e.description, "attention_kernel": e.attention_kernel,
+             "attention": e.attention, "gemm_m_half": e.gemm_m_half, "memory_half_mb": e.memory_half_mb,
+             "kernel_overhead_us": e.kernel_overhead_us, "step_overhead_us": e.step_overhead_us,
+             "compute_scale": e.compute_scale, "memory_scale": e.memory_scale, "ideal": e.ideal,
+             "sources": e.sources} for e in engines().values()]
+    table_rows = [[r["name"], r["attention_kernel"], f"{r['attention']:.2f}", f"{r['gemm_m_half']:.3g}",
+                   f"{r['memory_half_mb']:.3g}", f"{r['kernel_overhead_us']:.3g}", f"{r['step_overhead_us']:.4g}",
+                   f"{r['compute_scale']:.2f}/{r['memory_scale']:.2f}"] for r in rows]
+    headers = ["engine", "attention", "attn eff", "GEMM M half", "half MB", "kernel us", "step us", "scales c/m"]
+    _emit(fmt, [{k: v for k, v in r.items() if k != "sources"} for r in rows], headers, table_rows, obj=rows)
+
+
+@command("accuracy")
+def accuracy_cmd(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for README.md, predictions.csv and errors.png.")] = Path("reports/accuracy"),
+    fit: Annotated[bool, typer.Option("--fit/--no-fit", help="Refit the presets on the fit half (about 20 s).")] = True,
+) -> None:
+    """Predict every published measurement (reports/accuracy/published.csv): ideal roofline, presets, refitted; errors in %."""
+    from calc.accuracy_report import write_accuracy_report
+
+    summary = write_accuracy_report(Path(out), fit=fit)
+    typer.echo(summary)
 
 
 def main() -> None:

@@ -53,6 +53,16 @@ def decode_cost(model, hw, batch, context, dt, eff, attention="fused", par: Para
     return phase_cost(ops, hw, dt, eff, link(hw, par))
 
 
+def engine_attention(hw: HardwareSpec, engine: str | None, ideal: bool) -> str:
+    """The attention kernel of the engine in effect (named, or the profile's): fused by default."""
+    name = engine or hw.efficiency.engine
+    if ideal or name is None:
+        return "fused"
+    from calc.engines import load_engine
+
+    return load_engine(name).attention_kernel
+
+
 def mixed_step_cost(model, hw, new, past, dt, eff, attention="fused", par: Parallel = SINGLE,
                     phase: str = "decode") -> PhaseCost:
     """One continuous-batching iteration: sequence i adds new[i] tokens after past[i]
@@ -152,10 +162,12 @@ class Estimate:
 
 def estimate(model: ModelSpec, hw: HardwareSpec, batch=1, prompt_len=512, output_len=128, *,
              weight_dtype=None, kv_dtype=None, compute_dtype=None, group_size: int = 128,
-             attention: str = "fused", ideal: bool = False, tp: int = 1, pp: int = 1, ep: int = 1,
-             imbalance: float = 1.0) -> Estimate:
+             attention: str | None = None, ideal: bool = False, tp: int = 1, pp: int = 1, ep: int = 1,
+             imbalance: float = 1.0, engine: str | None = None) -> Estimate:
     """Estimate one request shape, or many: batch, prompt_len and output_len broadcast.
-    Times and memory are per GPU of a TP x PP split (calc.parallel)."""
+    Times and memory are per GPU of a TP x PP split (calc.parallel). ``engine`` names a
+    serving-engine preset (calc.engines) to use instead of the profile's own; the
+    attention kernel defaults to the engine's (fused unless the preset says otherwise)."""
     B = _as_int_array(batch, "--batch", 1)
     T = _as_int_array(prompt_len, "--prompt-len", 1)
     G = _as_int_array(output_len, "--output-len", 1)
@@ -166,12 +178,13 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batch=1, prompt_len=512, output
         raise SpecError("--prompt-len/--output-len", None,
                         f"prompt + output - 1 = {worst:g} positions exceeds {model.name}'s max context "
                         f"{model.max_context}")
+    attention = attention or engine_attention(hw, engine, ideal)
     if attention not in ("fused", "unfused"):
         raise SpecError("--attention", None, f"must be fused or unfused, got {attention!r}")
     dt = Dtypes.resolve(model, weight_dtype, kv_dtype, compute_dtype, group_size)
     par = check(model, Parallel(tp, pp, ep, imbalance))
     link(hw, par)  # a split on hardware without a link is an input error, raised here
-    eff = Efficiency.of(hw, ideal)
+    eff = Efficiency.of(hw, ideal, engine)
     prefill, prefill_ops = prefill_cost(model, hw, B, T, dt, eff, attention, par=par)
     first = decode_cost(model, hw, B, T, dt, eff, attention, par)
     steps = G - 1

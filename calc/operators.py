@@ -104,6 +104,7 @@ class OpCost:
     act_write_bytes: np.ndarray = _ZERO
     comm_bytes: np.ndarray = _ZERO  # bytes this GPU sends over the link
     comm_hops: float = 0.0  # latency hops of the collective
+    rows: np.ndarray = _ZERO  # M of each matmul (linear operators): the tokens it multiplies
     kernels: float = 1.0
     peak: str = "matmul"
     overlappable: bool = False
@@ -196,6 +197,7 @@ def _linear(name, layers, tokens, k_in, n_out, dt: Dtypes, bias=False, weight_pa
         weight_bytes=np.float64(params * dt.weight_bytes_per_param() + (n_out * a if bias else 0)),
         act_read_bytes=tokens * k_in * a,
         act_write_bytes=tokens * n_out * a,
+        rows=np.asarray(tokens, dtype=float),
         kernels=kernels,
     )
 
@@ -374,6 +376,7 @@ def moe_ops(model: ModelSpec, tok, dt: Dtypes, layers: int, par: Parallel) -> li
         weight_bytes=touched * expert_params * dt.weight_bytes_per_param(),
         act_read_bytes=routed_tok * (H + 2 * Fe) * a,
         act_write_bytes=routed_tok * (3 * Fe + H) * a,
+        rows=routed_tok / np.maximum(touched, 1e-9),  # tokens per expert GEMM
         kernels=3.0,
     )
     ops = [

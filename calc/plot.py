@@ -488,7 +488,8 @@ def breakdown_shares(model, hardware, phase, batch, seq_len, **options) -> tuple
     recs, summary = ops_records(model, hardware, phase, batch, seq_len, **options)
     shares: dict[str, float] = dict.fromkeys(GROUP_COLORS, 0.0)
     for r in recs:
-        shares[op_group(r["op"], r["kind"])] += r["share"]
+        if r["kind"] != "overhead":  # the step overhead row gets its own group below
+            shares[op_group(r["op"], r["kind"])] += r["share"]
     shares["step overhead"] = summary["step_overhead_s"] / summary["time_s"]
     return shares, summary["time_s"]
 

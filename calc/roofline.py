@@ -2,6 +2,8 @@
 
 time(op) = max(FLOPs / (peak * compute_eff), bytes / (bandwidth * memory_eff))
            + kernels * kernel_overhead
+           (matmuls: compute_eff x M / (M + m_half); each kernel's stream efficiency
+            x bytes / (bytes + half): small GEMMs and small transfers fall short of peak)
            + sent bytes / link bandwidth + hops * link latency     (collectives only)
 time(pass) = sum over operators + step_overhead
 
@@ -20,7 +22,7 @@ import numpy as np
 
 from calc.operators import STREAMS, Dtypes, OpCost, accumulate, total
 from calc.specs import HardwareSpec
-from calc.units import MICRO
+from calc.units import MB, MICRO
 
 
 @dataclass(frozen=True)
@@ -38,21 +40,33 @@ class Efficiency:
     step_overhead_s: float = 0.0
     attention: float = 1.0
     by_dtype: tuple[tuple[str, Efficiency], ...] = ()
+    gemm_m_half: float = 0.0  # tokens: matmul efficiency x M / (M + m_half)
+    memory_half_bytes: float = 0.0  # bytes: stream efficiency x b / (b + half), per kernel
+    engine: str | None = None  # the preset applied, if any
 
     @classmethod
-    def of(cls, hw: HardwareSpec, ideal: bool = False) -> Efficiency:
+    def of(cls, hw: HardwareSpec, ideal: bool = False, engine: str | None = None) -> Efficiency:
+        """The profile's efficiencies, with its engine preset (or ``engine``) applied on top;
+        ideal (or the "ideal" preset): none at all."""
         if ideal:
             return cls()
         e = hw.efficiency
-        top = cls(e.compute, e.memory, hw.kernel_overhead_s, hw.step_overhead_s, e.attention)
+        top = cls(e.compute, e.memory, hw.kernel_overhead_s, hw.step_overhead_s, e.attention,
+                  gemm_m_half=e.gemm_m_half, memory_half_bytes=e.memory_half_mb * MB)
         over = []
         for dtype, d in e.by_dtype.items():
             pick = lambda v, default: default if v is None else v  # noqa: E731
-            over.append((dtype, cls(pick(d.compute, top.compute), pick(d.memory, top.memory),
-                                    pick(d.kernel_overhead_us, e.kernel_overhead_us) * MICRO,
-                                    pick(d.step_overhead_us, e.step_overhead_us) * MICRO,
-                                    pick(d.attention, top.attention))))
-        return replace(top, by_dtype=tuple(over))
+            over.append((dtype, replace(top, compute=pick(d.compute, top.compute), memory=pick(d.memory, top.memory),
+                                        kernel_overhead_s=pick(d.kernel_overhead_us, e.kernel_overhead_us) * MICRO,
+                                        step_overhead_s=pick(d.step_overhead_us, e.step_overhead_us) * MICRO,
+                                        attention=pick(d.attention, top.attention))))
+        top = replace(top, by_dtype=tuple(over))
+        name = engine or e.engine
+        if name is None:
+            return top
+        from calc.engines import load_engine
+
+        return load_engine(name).apply(top)
 
     def for_dtype(self, compute_dtype: str) -> Efficiency:
         """The efficiencies of a pass at ``compute_dtype``: its override, else these."""
@@ -110,7 +124,12 @@ def op_time(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency,
     eff = eff.for_dtype(dt.compute)
     share = eff.attention if op.kind == "attention" else 1.0
     compute = op.flops / (peak_for(hw, dt, op.peak) * eff.compute * share)
-    memory = op.bytes / (hw.memory_bandwidth_bytes_per_s * eff.memory * share)
+    if eff.gemm_m_half and op.kind == "linear":
+        # a GEMM of M rows reaches compute x M / (M + m_half): small-M tiles run mostly empty
+        compute = compute * (1.0 + eff.gemm_m_half / np.maximum(op.rows, 1e-9))
+    # a kernel moving b bytes reaches memory x b / (b + half): its time gains half / bandwidth
+    moved = op.bytes + op.kernels * eff.memory_half_bytes
+    memory = moved / (hw.memory_bandwidth_bytes_per_s * eff.memory * share)
     overhead = np.float64(op.kernels * eff.kernel_overhead_s)
     return OpTime(op, compute, memory, overhead)
 

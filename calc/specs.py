@@ -392,6 +392,11 @@ class Efficiency(_Spec):
     kernels reach (1: the same as GEMMs and streams, the default); calibrations fit it
     because attention kernels (flash on CPU, FlashAttention on GPU) run below GEMM rates.
     ``by_dtype``: per-compute-dtype overrides (empty by default: one set for all dtypes).
+    ``gemm_m_half``: the token count M at which a matmul reaches half of ``compute``
+    (compute efficiency x M / (M + m_half)); ``memory_half_mb``: the transfer at which a
+    kernel reaches half of ``memory`` (efficiency x bytes / (bytes + half)). Both 0: off.
+    ``engine``: the serving-engine preset (calc/data/engines.yaml) whose kernel-level
+    parameters apply on top of these, unless the command names another (--engine).
     """
 
     compute: float = Field(default=0.7, gt=0, le=1)
@@ -399,6 +404,9 @@ class Efficiency(_Spec):
     attention: float = Field(default=1.0, gt=0, le=1)
     kernel_overhead_us: float = Field(default=0.0, ge=0)
     step_overhead_us: float = Field(default=0.0, ge=0)
+    gemm_m_half: float = Field(default=0.0, ge=0)
+    memory_half_mb: float = Field(default=0.0, ge=0)
+    engine: str | None = None
     by_dtype: dict[str, DtypeEfficiency] = Field(default_factory=dict)
     source: str = ""
 

@@ -64,8 +64,8 @@ def _columns(est, model, hw, tp) -> dict[str, np.ndarray]:
 
 
 def sweep(model="llama-3.1-8b", hardware="h100-sxm", batch=1, prompt_len=512, output_len=128, *,
-          weight_dtype=None, kv_dtype=None, compute_dtype=None, tp=1, pp=1, attention="fused",
-          ideal=False, max_scenarios: int = MAX_SCENARIOS):
+          weight_dtype=None, kv_dtype=None, compute_dtype=None, tp=1, pp=1, attention=None,
+          ideal=False, engine=None, max_scenarios: int = MAX_SCENARIOS):
     """Every combination of the given values -> a DataFrame with one row per scenario.
 
     Each argument takes one value or a list. Model and hardware take catalog names,
@@ -94,7 +94,7 @@ def sweep(model="llama-3.1-8b", hardware="h100-sxm", batch=1, prompt_len=512, ou
         for i in range(0, B.size, CHUNK):
             sl = slice(i, i + CHUNK)
             est = estimate(m, hw, B[sl], T[sl], G[sl], weight_dtype=wd, kv_dtype=kd, compute_dtype=compute_dtype,
-                           attention=attention, ideal=ideal, tp=int(tp_n), pp=int(pp_n))
+                           attention=attention, ideal=ideal, tp=int(tp_n), pp=int(pp_n), engine=engine)
             parts.append(_columns(est, m, hw, tp_n))
         cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         head = {"model": m.name, "hardware": hw.name, "weight_dtype": est.dtypes.weight, "kv_dtype": est.dtypes.kv,
