@@ -24,7 +24,13 @@ from calc.sweeps import CHUNK
 
 
 def cold_estimate_s(runs: int = 5) -> float:
-    cmd = [sys.executable, "-m", "calc.cli", "estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm"]
+    """The installed console script next to this interpreter (what a user runs; a version
+    manager's shim in front of it adds its own start-up), else ``python -m calc.cli``."""
+    from pathlib import Path
+
+    script = Path(sys.executable).with_name("roofline")
+    head = [str(script)] if script.exists() else [sys.executable, "-m", "calc.cli"]
+    cmd = [*head, "estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm"]
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
