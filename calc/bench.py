@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import statistics
 import subprocess
 import sys
 import time
@@ -22,21 +21,30 @@ from calc.operators import Dtypes
 from calc.roofline import Efficiency
 from calc.sweeps import CHUNK
 
+_TIMER = """
+import statistics, subprocess, sys, time
+cmd, runs = sys.argv[2:], int(sys.argv[1])
+times = []
+for _ in range(runs):
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True)
+    times.append(time.perf_counter() - t0)
+print(statistics.median(times))
+"""
+
 
 def cold_estimate_s(runs: int = 5) -> float:
-    """The installed console script next to this interpreter (what a user runs; a version
-    manager's shim in front of it adds its own start-up), else ``python -m calc.cli``."""
+    """Median wall time of the installed console script next to this interpreter (what a
+    user runs; a version manager's shim in front of it adds its own start-up), else
+    ``python -m calc.cli``. The clock runs in a bare interpreter, apart from this process.
+    On a shared 2-core machine the figure moves by +-0.1 s with other load."""
     from pathlib import Path
 
     script = Path(sys.executable).with_name("roofline")
     head = [str(script)] if script.exists() else [sys.executable, "-m", "calc.cli"]
     cmd = [*head, "estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm"]
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    out = subprocess.run([sys.executable, "-c", _TIMER, str(runs), *cmd], check=True, capture_output=True, text=True)
+    return float(out.stdout)
 
 
 def scenarios_per_s(n: int = 1_000_000, model: str = "llama-3.1-8b", hardware: str = "h100-sxm") -> float:
