@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from calc.catalog import REPO_ROOT, hardware_catalog, load_hardware, load_model, model_catalog
-from calc.engines import EngineSpec, engines
+from calc.engines import EngineSpec, engines, with_engine
 from calc.errors import SpecError
 
 PUBLISHED = REPO_ROOT / "reports" / "accuracy" / "published.csv"
@@ -122,7 +122,7 @@ def _hardware_with(name: str, params: dict | None, ideal: bool):
     """The catalog profile with a preset's parameters written into its efficiency block."""
     hw = load_hardware(name)
     if ideal:  # the "ideal" preset: peaks and data-sheet bandwidth, also inside calc.capacity
-        return hw.model_copy(update={"efficiency": hw.efficiency.model_copy(update={"engine": "ideal"})})
+        return with_engine(hw, "ideal")
     if params is None:
         return hw
     return hw.model_copy(update={"efficiency": hw.efficiency.model_copy(update={**params, "engine": None})})

@@ -21,6 +21,7 @@ from calc.units import MB, MICRO
 
 if TYPE_CHECKING:
     from calc.roofline import Efficiency
+    from calc.specs import HardwareSpec
 
 ENGINES_FILE = Path(__file__).resolve().parent / "data" / "engines.yaml"
 
@@ -63,6 +64,14 @@ def engines(path: Path = ENGINES_FILE) -> dict[str, EngineSpec]:
 
     data = read_yaml(path)
     return {name: build(EngineSpec, {"name": name, **body}, f"{path}: {name}") for name, body in data.items()}
+
+
+def with_engine(hw: HardwareSpec, name: str | None) -> HardwareSpec:
+    """The profile with ``name`` as its engine preset (None: unchanged); the name is checked."""
+    if name is None:
+        return hw
+    load_engine(name)
+    return hw.model_copy(update={"efficiency": hw.efficiency.model_copy(update={"engine": name})})
 
 
 def load_engine(name: str) -> EngineSpec:

@@ -32,6 +32,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calc.catalog import build, load_hardware, load_model, read_yaml
+from calc.engines import with_engine
 from calc.errors import SpecError
 from calc.specs import HardwareSpec, ModelSpec
 
@@ -180,6 +181,7 @@ class Workload(_Spec):
     tp: list[int] = Field(default=[1, 2, 4, 8], min_length=1)
     max_batch: list[int] = Field(default=[16, 32, 64, 128, 256, 512], min_length=1)
     prices: dict[str, float] = Field(default_factory=dict)
+    engine: str | None = None  # serving-engine preset (calc/data/engines.yaml); default: the profiles' own
     serving: Serving = Serving()
     requests: int = Field(default=2000, ge=10)
     seed: int = 0
@@ -312,6 +314,10 @@ def resolve(spec: Workload, path: Path | None = None) -> LoadedWorkload:
             hardware.append(load_hardware(_resolve_ref(ref, base)))
         except SpecError as exc:
             raise SpecError(where, f"hardware.{i}", str(exc)) from None
+    try:
+        hardware = [with_engine(h, spec.engine) for h in hardware]
+    except SpecError as exc:
+        raise SpecError(where, "engine", exc.problem) from None
     T, G, rows = sample_lengths(spec, base, where)
     held = T + G - 1
     over = held > model.max_context

@@ -115,3 +115,21 @@ def test_cli_bad_input_exits_2(tmp_path):
     p = write(tmp_path, BASE.replace("h100-sxm", "h100-sxn") + "trace: t.csv\n", "hw.yaml")
     r = runner.invoke(app, ["plan", str(p)])
     assert r.exit_code == 2 and "hardware.0" in r.output and "did you mean" in r.output
+
+
+def test_workload_engine_preset_applies_to_every_candidate(tmp_path):
+    from calc.workload import load_workload
+
+    p = tmp_path / "w.yaml"
+    p.write_text("name: w\nmodel: llama-3.1-8b\nhardware: [h100-sxm, l4]\nengine: trtllm\n"
+                 "arrival: {rate_per_s: 1}\nprompt_len: {dist: fixed, value: 128}\n"
+                 "output_len: {dist: fixed, value: 16}\n")
+    wl = load_workload(p)
+    assert [h.efficiency.engine for h in wl.hardware] == ["trtllm", "trtllm"]
+    p.write_text(p.read_text().replace("trtllm", "trt"))
+    import pytest as _pytest
+
+    from calc.errors import SpecError
+
+    with _pytest.raises(SpecError, match="engine.*unknown engine"):
+        load_workload(p)
