@@ -40,8 +40,15 @@ MODEL_ALIASES = {"codellama/CodeLlama-7b-hf": "codellama-7b"}
 GROUP_SIZE = {"llama.cpp": 32}  # GGUF Q4_0/Q8_0 blocks: 32 weights per fp16 scale
 OWN_KERNELS = ("llama.cpp",)  # engines whose matmuls are not cuBLAS/CUTLASS/hipBLASLt
 MAX_LOAD_BATCH = 2048  # engines' running-batch cap when a row gives none (TRT-LLM's max_batch_size default)
-FITTED = ("attention", "gemm_m_half", "memory_half_mb", "kernel_overhead_us", "step_overhead_us", "compute_scale",
-          "memory_scale")
+FITTED = ("attention", "gemm_m_half", "memory_half_mb", "kernel_overhead_us", "step_overhead_us",
+          "request_overhead_us", "compute_scale", "memory_scale")
+# Physical ranges the fit may not leave: launch gaps with CUDA graphs are ~1-5 us and eager
+# launches ~5-20 us per kernel; a serving step's CPU work is 0.02-2 ms; shares are <= 1.
+BOUNDS = {"attention": (0.2, 1.0), "compute_scale": (0.1, 1.0), "memory_scale": (0.1, 1.0),
+          "kernel_overhead_us": (0.2, 20.0), "step_overhead_us": (20.0, 2000.0),
+          "request_overhead_us": (0.0, 50_000.0), "gemm_m_half": (0.0, 256.0), "memory_half_mb": (0.0, 16.0)}
+# Metrics measured from a client, so they include the serving stack's per-request time.
+CLIENT_SIDE = ("ttft_s", "e2e_s")
 
 
 @dataclass(frozen=True)
@@ -159,12 +166,13 @@ def predict(row: Row, preset: EngineSpec | None) -> float:
         return float(1.0 / est.tpot_s)
     if m == "prefill_tokens_per_s":
         return float(B * T / est.ttft_s)
+    serving = 0.0 if ideal else preset.request_overhead_us * 1e-6  # named, outside the model's TTFT
     if m == "ttft_s":
-        return float(est.ttft_s)
+        return float(est.ttft_s) + serving
     if m == "tpot_s":
         return float(est.tpot_s)
     if m == "e2e_s":
-        return float(est.e2e_s)
+        return float(est.e2e_s) + serving
     if m == "output_tokens_per_s":
         return replicas * float(est.output_tokens_per_s)
     if m == "total_tokens_per_s":
@@ -221,7 +229,7 @@ def fit_presets(rows: list[Row], presets: dict[str, EngineSpec], rounds: int = 2
     used = sorted({r.preset for r in rows})
     groups: list[tuple[tuple[str, ...], str]] = [(tuple(used), p) for p in ("attention", "gemm_m_half",
                                                                              "memory_half_mb")]
-    groups += [((e,), p) for e in used for p in ("kernel_overhead_us", "step_overhead_us")]
+    groups += [((e,), p) for e in used for p in ("kernel_overhead_us", "step_overhead_us", "request_overhead_us")]
     # Engines with their own matmul kernels (not the vendor's GEMM libraries) get their own scales.
     groups += [((e,), p) for e in used if e in OWN_KERNELS for p in ("compute_scale", "memory_scale")]
     best = _loss(rows, current)
@@ -231,9 +239,10 @@ def fit_presets(rows: list[Row], presets: dict[str, EngineSpec], rounds: int = 2
                 trial = dict(current)
                 for n in names:
                     v = getattr(trial[n], param)
-                    new = (v if v > 0 else {"gemm_m_half": 8.0, "memory_half_mb": 0.5}.get(param, 1.0)) * factor
-                    if param in ("attention", "compute_scale", "memory_scale"):
-                        new = min(new, 1.0)
+                    seed = {"gemm_m_half": 8.0, "memory_half_mb": 0.5, "request_overhead_us": 1000.0}
+                    new = (v if v > 0 else seed.get(param, 1.0)) * factor
+                    lo, hi = BOUNDS.get(param, (0.0, math.inf))
+                    new = min(max(new, lo), hi)
                     trial[n] = trial[n].model_copy(update={param: new})
                 loss = _loss(rows, trial)
                 if loss < best - 1e-9:

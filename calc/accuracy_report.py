@@ -113,7 +113,10 @@ for the ideal roofline. Regenerate with `roofline accuracy` (about 30 s).
 which a matmul reaches half its large-M efficiency; `memory_half_mb`: transfer size at which a
 kernel reaches half its streaming bandwidth; overheads per kernel and per step; scales multiply
 the hardware profile's large-GEMM and streaming efficiencies (only engines with their own
-matmul kernels get them). Copy these into `calc/data/engines.yaml` to adopt a refit.
+matmul kernels get them); `request_overhead_us` is the serving stack's time per request,
+added only to client-side TTFT and e2e (the calculator reports it beside TTFT, never in it).
+Each parameter is kept within a physical range during the fit (`calc.accuracy.BOUNDS`).
+Copy these into `calc/data/engines.yaml` to adopt a refit.
 
 ## How a row is predicted
 

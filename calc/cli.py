@@ -563,12 +563,14 @@ def engines_cmd(fmt: FormatOpt = Format.table) -> None:
     rows = [{"name": e.name, "description": e.description, "attention_kernel": e.attention_kernel,
              "attention": e.attention, "gemm_m_half": e.gemm_m_half, "memory_half_mb": e.memory_half_mb,
              "kernel_overhead_us": e.kernel_overhead_us, "step_overhead_us": e.step_overhead_us,
-             "compute_scale": e.compute_scale, "memory_scale": e.memory_scale, "ideal": e.ideal,
+             "request_overhead_us": e.request_overhead_us, "compute_scale": e.compute_scale, "memory_scale": e.memory_scale, "ideal": e.ideal,
              "sources": e.sources} for e in engines().values()]
     table_rows = [[r["name"], r["attention_kernel"], f"{r['attention']:.2f}", f"{r['gemm_m_half']:.3g}",
                    f"{r['memory_half_mb']:.3g}", f"{r['kernel_overhead_us']:.3g}", f"{r['step_overhead_us']:.4g}",
-                   f"{r['compute_scale']:.2f}/{r['memory_scale']:.2f}"] for r in rows]
-    headers = ["engine", "attention", "attn eff", "GEMM M half", "half MB", "kernel us", "step us", "scales c/m"]
+                   f"{r['request_overhead_us'] / 1e3:.3g}", f"{r['compute_scale']:.2f}/{r['memory_scale']:.2f}"]
+                  for r in rows]
+    headers = ["engine", "attention", "attn eff", "GEMM M half", "half MB", "kernel us", "step us", "request ms",
+               "scales c/m"]
     _emit(fmt, [{k: v for k, v in r.items() if k != "sources"} for r in rows], headers, table_rows, obj=rows)
 
 

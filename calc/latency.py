@@ -108,6 +108,7 @@ class Estimate:
     decode: PhaseCost  # the first decode step, at context T
     decode_mean_s: np.ndarray  # mean step time over the G - 1 steps (nan when G = 1)
     memory: MemoryEstimate
+    serving_overhead_s: float = 0.0  # the engine's per-request serving-stack time, NOT in TTFT/e2e
 
     @property
     def weight_bytes(self) -> float:
@@ -193,4 +194,5 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batch=1, prompt_len=512, output
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(steps > 0, (w * node_times).sum(axis=0) / np.maximum(steps, 1), np.nan)
     memory = request_memory(model, hw, B, T, G, dt, prefill_ops, par)
-    return Estimate(model, hw, B, T, G, dt, attention, ideal, par, prefill, first, mean, memory)
+    return Estimate(model, hw, B, T, G, dt, attention, ideal, par, prefill, first, mean, memory,
+                    eff.request_overhead_s)

@@ -66,6 +66,7 @@ def estimate_records(est: Estimate) -> list[dict]:
             "prefill": _phase(est.prefill, i),
             "decode": {"context": int(_at(est.prompt_len, i)), **_phase(est.decode, i)},
             "ttft_s": _at(est.ttft_s, i),
+            "serving_overhead_s": est.serving_overhead_s,
             "tpot_s": _at(est.tpot_s, i) if G > 1 else None,
             "e2e_s": _at(est.e2e_s, i),
             "output_tokens_per_s": _at(est.output_tokens_per_s, i),
@@ -130,6 +131,9 @@ def estimate_text(rec: dict) -> str:
     tpot = render.seconds(rec["tpot_s"]) if rec["tpot_s"] is not None else "- (one output token)"
     comm = rec["communication"]
     extra = []
+    if rec["serving_overhead_s"]:
+        extra.append(f"serving stack  + {render.seconds(rec['serving_overhead_s'])} per request (receive, tokenise, "
+                     "schedule, respond: the engine preset's figure, not in TTFT or e2e)")
     if comm["decode"]["bytes"]:
         extra.append(f"communication  prefill {render.nbytes(comm['prefill']['bytes'])} sent in "
                      f"{render.seconds(comm['prefill']['time_s'])}, decode step {render.nbytes(comm['decode']['bytes'])} "

@@ -43,6 +43,7 @@ class Efficiency:
     gemm_m_half: float = 0.0  # tokens: matmul efficiency x M / (M + m_half)
     memory_half_bytes: float = 0.0  # bytes: stream efficiency x b / (b + half), per kernel
     engine: str | None = None  # the preset applied, if any
+    request_overhead_s: float = 0.0  # per request, outside the model (serving stack); never in TTFT
 
     @classmethod
     def of(cls, hw: HardwareSpec, ideal: bool = False, engine: str | None = None) -> Efficiency:
