@@ -177,6 +177,8 @@ class ModelSpec(_Spec):
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
+        if self.attention.kind == "standard" and self.attention.head_dim is None:
+            raise ValueError("attention.head_dim is missing and cannot be derived from hidden_size / num_heads")
         if self.moe is not None and self.mlp.kind == "none":
             raise ValueError("moe needs an mlp kind (gated or plain) for its experts")
         if self.moe is not None and self.moe.first_dense_layers >= self.num_layers:
