@@ -37,6 +37,9 @@ class EngineSpec(BaseModel):
     ideal: bool = False
     cuda_graphs: bool = True
     attention_kernel: Literal["fused", "unfused"] = "fused"
+    # Logits for every prompt position in prefill (Hugging Face without logits_to_keep),
+    # not only the last one as serving engines compute them.
+    logits_all_positions: bool = False
     attention: float = Field(default=1.0, gt=0, le=1)
     gemm_m_half: float = Field(default=0.0, ge=0)
     memory_half_mb: float = Field(default=0.0, ge=0)

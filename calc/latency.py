@@ -41,9 +41,10 @@ def _as_int_array(value, option: str, minimum: int) -> np.ndarray:
 
 
 def prefill_cost(model, hw, batch, prompt_len, dt, eff, attention="fused", past=0.0,
-                 par: Parallel = SINGLE) -> tuple[PhaseCost, list]:
-    """A prefill of ``prompt_len`` tokens per sequence (after ``past`` cached ones), on one GPU of the split."""
-    ops = pass_ops(model, Pass(batch, prompt_len, np.asarray(past, float), "prefill"), dt, attention, par)
+                 par: Parallel = SINGLE, logits: int = 1) -> tuple[PhaseCost, list]:
+    """A prefill of ``prompt_len`` tokens per sequence (after ``past`` cached ones), on one GPU of
+    the split; ``logits`` positions per sequence reach lm_head (1: the last, as engines do)."""
+    ops = pass_ops(model, Pass(batch, prompt_len, np.asarray(past, float), "prefill", logits), dt, attention, par)
     return phase_cost(ops, hw, dt, eff, link(hw, par)), ops
 
 
@@ -53,14 +54,20 @@ def decode_cost(model, hw, batch, context, dt, eff, attention="fused", par: Para
     return phase_cost(ops, hw, dt, eff, link(hw, par))
 
 
-def engine_attention(hw: HardwareSpec, engine: str | None, ideal: bool) -> str:
-    """The attention kernel of the engine in effect (named, or the profile's): fused by default."""
+def engine_in_effect(hw: HardwareSpec, engine: str | None, ideal: bool):
+    """The engine preset in effect (named, or the profile's), or None."""
     name = engine or hw.efficiency.engine
     if ideal or name is None:
-        return "fused"
+        return None
     from calc.engines import load_engine
 
-    return load_engine(name).attention_kernel
+    return load_engine(name)
+
+
+def engine_attention(hw: HardwareSpec, engine: str | None, ideal: bool) -> str:
+    """The attention kernel of the engine in effect: fused unless its preset says otherwise."""
+    preset = engine_in_effect(hw, engine, ideal)
+    return preset.attention_kernel if preset else "fused"
 
 
 def mixed_step_cost(model, hw, new, past, dt, eff, attention="fused", par: Parallel = SINGLE,
@@ -186,7 +193,9 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batch=1, prompt_len=512, output
     par = check(model, Parallel(tp, pp, ep, imbalance))
     link(hw, par)  # a split on hardware without a link is an input error, raised here
     eff = Efficiency.of(hw, ideal, engine)
-    prefill, prefill_ops = prefill_cost(model, hw, B, T, dt, eff, attention, par=par)
+    preset = engine_in_effect(hw, engine, ideal)
+    logits = model.max_context if preset is not None and preset.logits_all_positions else 1
+    prefill, prefill_ops = prefill_cost(model, hw, B, T, dt, eff, attention, par=par, logits=logits)
     first = decode_cost(model, hw, B, T, dt, eff, attention, par)
     steps = G - 1
     s, w = tpot_nodes(T, steps)

@@ -116,3 +116,13 @@ def test_held_out_accuracy_with_the_committed_presets_and_report_is_current():
     committed = {r["id"]: float(r["default"]) for r in csv.DictReader(open(PUBLISHED.parent / "predictions.csv"))}
     for rid, value in default.items():
         assert math.isclose(committed[rid], value, rel_tol=1e-6), rid
+
+
+def test_hf_preset_computes_logits_for_every_prompt_position(setup):
+    m, hw, _, _ = setup
+    T = 300
+    hf = estimate(m, hw, 2, T, 8, engine="hf")
+    vllm = estimate(m, hw, 2, T, 8, engine="vllm")
+    head = lambda est: [t.op for t in est.prefill.ops if t.op.name == "lm_head"][0]  # noqa: E731
+    assert head(hf).linear_flops == 2 * 2 * T * 4096 * 128256  # B x T rows of logits
+    assert head(vllm).linear_flops == 2 * 2 * 1 * 4096 * 128256  # the last position only
