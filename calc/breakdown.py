@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from calc import firstorder, render
-from calc.latency import decode_cost, engine_attention, prefill_cost
+from calc.latency import decode_cost, engine_pass_options, prefill_cost
 from calc.operators import Dtypes
 from calc.parallel import Parallel, check
 from calc.roofline import Efficiency, PhaseCost
@@ -19,16 +19,14 @@ def phase_for(model: ModelSpec, hw: HardwareSpec, phase: str, batch, seq_len, *,
     from calc.errors import SpecError
 
     dt = Dtypes.resolve(model, weight_dtype, kv_dtype, compute_dtype, group_size)
-    attention = attention or engine_attention(hw, engine, ideal)
-    if attention not in ("fused", "unfused"):
-        raise SpecError("--attention", None, f"must be fused or unfused, got {attention!r}")
+    attention, logits = engine_pass_options(model, hw, engine, ideal, attention)
     if seq_len + (phase == "decode") > model.max_context:
         raise SpecError("--seq-len", None, f"{seq_len} exceeds {model.name}'s max context {model.max_context}")
     par = check(model, Parallel(tp, pp, ep, imbalance))
     eff = Efficiency.of(hw, ideal, engine)
     B, S = np.float64(batch), np.float64(seq_len)
     if phase == "prefill":
-        return prefill_cost(model, hw, B, S, dt, eff, attention, par=par)[0], dt
+        return prefill_cost(model, hw, B, S, dt, eff, attention, par=par, logits=logits)[0], dt
     return decode_cost(model, hw, B, S, dt, eff, attention, par), dt
 
 

@@ -64,10 +64,17 @@ def engine_in_effect(hw: HardwareSpec, engine: str | None, ideal: bool):
     return load_engine(name)
 
 
-def engine_attention(hw: HardwareSpec, engine: str | None, ideal: bool) -> str:
-    """The attention kernel of the engine in effect: fused unless its preset says otherwise."""
+def engine_pass_options(model: ModelSpec, hw: HardwareSpec, engine: str | None, ideal: bool,
+                        attention: str | None = None) -> tuple[str, int]:
+    """(attention kernel, logits positions per prefill sequence) of the engine in effect:
+    an explicit ``attention`` wins; else the preset's kernel (fused by default) and, for
+    presets that compute logits for every prompt position, all of them."""
     preset = engine_in_effect(hw, engine, ideal)
-    return preset.attention_kernel if preset else "fused"
+    attention = attention or (preset.attention_kernel if preset else "fused")
+    if attention not in ("fused", "unfused"):
+        raise SpecError("--attention", None, f"must be fused or unfused, got {attention!r}")
+    logits = model.max_context if preset is not None and preset.logits_all_positions else 1
+    return attention, logits
 
 
 def mixed_step_cost(model, hw, new, past, dt, eff, attention="fused", par: Parallel = SINGLE,
@@ -186,15 +193,11 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batch=1, prompt_len=512, output
         raise SpecError("--prompt-len/--output-len", None,
                         f"prompt + output - 1 = {worst:g} positions exceeds {model.name}'s max context "
                         f"{model.max_context}")
-    attention = attention or engine_attention(hw, engine, ideal)
-    if attention not in ("fused", "unfused"):
-        raise SpecError("--attention", None, f"must be fused or unfused, got {attention!r}")
+    attention, logits = engine_pass_options(model, hw, engine, ideal, attention)
     dt = Dtypes.resolve(model, weight_dtype, kv_dtype, compute_dtype, group_size)
     par = check(model, Parallel(tp, pp, ep, imbalance))
     link(hw, par)  # a split on hardware without a link is an input error, raised here
     eff = Efficiency.of(hw, ideal, engine)
-    preset = engine_in_effect(hw, engine, ideal)
-    logits = model.max_context if preset is not None and preset.logits_all_positions else 1
     prefill, prefill_ops = prefill_cost(model, hw, B, T, dt, eff, attention, par=par, logits=logits)
     first = decode_cost(model, hw, B, T, dt, eff, attention, par)
     steps = G - 1
