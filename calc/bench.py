@@ -16,10 +16,10 @@ import time
 import numpy as np
 
 from calc import load_hardware, load_model
-from calc.latency import decode_cost, prefill_cost
-from calc.operators import Dtypes
-from calc.roofline import Efficiency
-from calc.sweeps import CHUNK
+from calc.cost.latency import decode_cost, prefill_cost
+from calc.cost.operators import Dtypes
+from calc.cost.roofline import Efficiency
+from calc.cost.sweep import CHUNK
 
 _TIMER = """
 import statistics, subprocess, sys, time
@@ -36,12 +36,12 @@ print(statistics.median(times))
 def cold_estimate_s(runs: int = 5) -> float:
     """Median wall time of the installed console script next to this interpreter (what a
     user runs; a version manager's shim in front of it adds its own start-up), else
-    ``python -m calc.cli``. The clock runs in a bare interpreter, apart from this process.
+    ``python -m calc.cli.app``. The clock runs in a bare interpreter, apart from this process.
     On a shared 2-core machine the figure moves by +-0.1 s with other load."""
     from pathlib import Path
 
     script = Path(sys.executable).with_name("roofline")
-    head = [str(script)] if script.exists() else [sys.executable, "-m", "calc.cli"]
+    head = [str(script)] if script.exists() else [sys.executable, "-m", "calc.cli.app"]
     cmd = [*head, "estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm"]
     out = subprocess.run([sys.executable, "-c", _TIMER, str(runs), *cmd], check=True, capture_output=True, text=True)
     return float(out.stdout)
@@ -68,7 +68,7 @@ def sweep_million_s() -> tuple[float, float, int]:
     import tempfile
 
     from calc import sweep
-    from calc.sweeps import write_frame
+    from calc.cost.sweep import write_frame
 
     t0 = time.perf_counter()
     df = sweep("llama-3.1-8b", "h100-sxm", batch=list(range(1, 101)), prompt_len=list(range(128, 12929, 128)),

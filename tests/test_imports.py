@@ -14,17 +14,17 @@ def _heavy_after(stmt: str) -> str:
 
 
 def test_import_calc_is_light():
-    assert _heavy_after("import calc, calc.cli, calc.latency, calc.report, calc.breakdown") == ""
+    assert _heavy_after("import calc, calc.cli.app, calc.cost.latency, calc.render.estimate, calc.cost.breakdown") == ""
 
 
 def test_roofline_help_is_light():
-    stmt = ("from typer.testing import CliRunner; from calc.cli import app; "
+    stmt = ("from typer.testing import CliRunner; from calc.cli.app import app; "
             "r = CliRunner().invoke(app, ['--help']); assert r.exit_code == 0, r.output")
     assert _heavy_after(stmt) == ""
 
 
 def test_estimate_command_is_light():
-    stmt = ("from typer.testing import CliRunner; from calc.cli import app; "
+    stmt = ("from typer.testing import CliRunner; from calc.cli.app import app; "
             "r = CliRunner().invoke(app, ['estimate', '-m', 'llama-3.1-8b', '--hardware', 'h100-sxm']); "
             "assert r.exit_code == 0, r.output")
     assert _heavy_after(stmt) == ""

@@ -28,11 +28,12 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from calc.files import atomic_write
-from calc.operators import Dtypes, Pass, pass_ops
-from calc.roofline import Efficiency, op_time
-from calc.specs import HardwareSpec, ModelSpec
-from calc.units import MICRO, TERA
+from calc.core.files import atomic_write
+from calc.cost.operators import Dtypes, Pass, pass_ops
+from calc.cost.roofline import Efficiency, op_time
+from calc.spec.model import ModelSpec
+from calc.spec.hardware import HardwareSpec
+from calc.core.units import MICRO, TERA
 
 HELD_OUT_EVERY = 3
 

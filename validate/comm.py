@@ -4,7 +4,7 @@
 torchrun does (MASTER_ADDR, MASTER_PORT, RANK, LOCAL_RANK and WORLD_SIZE in the
 environment, ``init_method="env://"``), times all-reduce and all-to-all over a
 range of message sizes (gloo on CPU, NCCL on GPUs), fits the link bandwidth and
-per-hop latency of calc.parallel's models by least squares
+per-hop latency of calc.cost.parallel's models by least squares
 
     all-reduce(M) = 2 (N-1)/N * M / bw + 2 (N-1) * hop
     all-to-all(M) =   (N-1)/N * M / bw +   (N-1) * hop
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from calc.errors import SpecError
-from calc.files import atomic_write
+from calc.core.errors import SpecError
+from calc.core.files import atomic_write
 
 QUICK_SIZES = [2**k for k in range(10, 23, 2)]  # 1 KiB .. 4 MiB
 FULL_SIZES = [2**k for k in range(10, 27)]  # 1 KiB .. 64 MiB
@@ -130,7 +130,7 @@ def fit(sizes, times, n: int, algo: str) -> tuple[float, float]:
 
 
 def modelled(size, n: int, algo: str, bw: float, hop: float) -> float:
-    from calc.parallel import all_to_all, ring_allreduce
+    from calc.cost.parallel import all_to_all, ring_allreduce
 
     sent, hops = (ring_allreduce if algo == "all_reduce" else all_to_all)(size, n)
     return float(sent / bw + hops * hop)

@@ -26,8 +26,8 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from calc.operators import Dtypes, Pass, pass_ops, total
-from calc.specs import ModelSpec
+from calc.cost.operators import Dtypes, Pass, pass_ops, total
+from calc.spec.model import ModelSpec
 from validate.reference import build_decoder, window_mask
 
 TOLERANCE = 1e-3  # relative, for FLOPs (they should match exactly)

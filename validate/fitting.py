@@ -2,7 +2,7 @@
 
 `roofline validate` calls ``calibrate_run`` on its fresh rows; `roofline calibrate` calls
 ``refit`` on a saved measurements.csv (torch-free). Both fit on the rows marked "fit",
-write the profile atomically, load it back with calc.catalog.load_hardware and
+write the profile atomically, load it back with calc.spec.catalog.load_hardware and
 predict every row with calc itself, so the reported "calibrated" numbers are what
 `roofline estimate --hardware calibrated.yaml` says.
 """
@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from calc.catalog import load_hardware, load_model
-from calc.errors import SpecError
-from calc.specs import HardwareSpec
-from calc.units import GB, MICRO
+from calc.spec.catalog import load_hardware, load_model
+from calc.core.errors import SpecError
+from calc.spec.hardware import HardwareSpec
+from calc.core.units import GB, MICRO
 from validate import calibrate as cal
 from validate.measurements import predict_point, read_rows
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import torch
 
-from calc.errors import SpecError
-from calc.specs import ModelSpec
+from calc.core.errors import SpecError
+from calc.spec.model import ModelSpec
 from validate.reference import TORCH_DTYPES
 
 

@@ -18,11 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
-from calc.errors import SpecError
-from calc.latency import decode_cost, prefill_cost
-from calc.operators import Dtypes
-from calc.roofline import Efficiency
-from calc.specs import HardwareSpec, ModelSpec
+from calc.core.errors import SpecError
+from calc.cost.latency import decode_cost, prefill_cost
+from calc.cost.operators import Dtypes
+from calc.cost.roofline import Efficiency
+from calc.spec.model import ModelSpec
+from calc.spec.hardware import HardwareSpec
 from validate.timing import Point, Timing
 
 COLUMNS = ["model", "layers", "device", "threads", "dtype", "phase", "batch", "prompt_len", "context", "split",
@@ -79,7 +80,7 @@ class Row:
 
 def write_rows(path: str | Path, rows: list[Row]) -> Path:
     """Rewrite the CSV atomically (an interrupted run keeps every finished point)."""
-    from calc.files import atomic_write as write_atomic
+    from calc.core.files import atomic_write as write_atomic
 
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from calc.specs import ModelSpec
+from calc.spec.model import ModelSpec
 
 
 class KVCache:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from calc import render
+from calc.render import text as render
 from validate.calibrate import fmt_pct
 
 TARGET_MEDIAN, TARGET_P90 = 0.15, 0.30
@@ -172,7 +172,7 @@ def _md_table(headers, rows) -> str:
 
 def write_all(run) -> list[Path]:
     """counts.json, scatter.png, report.md into the run's output folder (calibrated.yaml and the CSV exist)."""
-    from calc.files import atomic_write as write_atomic
+    from calc.core.files import atomic_write as write_atomic
 
     out = Path(run.opts.out)
     written = [write_atomic(out / "counts.json", counts_json(run))]

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from calc.catalog import hardware_catalog, load_hardware, load_model
-from calc.errors import SpecError
-from calc.specs import HardwareSpec, ModelSpec
-from calc.units import GB, canonical_dtype
+from calc.spec.catalog import hardware_catalog, load_hardware, load_model
+from calc.core.errors import SpecError
+from calc.spec.model import ModelSpec
+from calc.spec.hardware import HardwareSpec
+from calc.core.units import GB, canonical_dtype
 from validate import calibrate as cal
 from validate.fitting import calibrate_run
 from validate.measurements import Row, predict_point, write_rows
@@ -348,7 +349,7 @@ def _time_point(model, spec, p: Point, sync, budget, max_call, device, threads, 
 
 
 def request_prediction(spec, hw, dtype) -> dict:
-    from calc.latency import estimate
+    from calc.cost.latency import estimate
 
     B, T, G = SEED
     est = estimate(spec, hw, B, T, G, weight_dtype=dtype, kv_dtype=dtype, compute_dtype=dtype)

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from calc.catalog import load_hardware, load_model
-from calc.cli import app
-from calc.latency import estimate
-from calc.operators import Dtypes
-from calc.roofline import Efficiency, op_time
+from calc.spec.catalog import load_hardware, load_model
+from calc.cli.app import app
+from calc.cost.latency import estimate
+from calc.cost.operators import Dtypes
+from calc.cost.roofline import Efficiency, op_time
 from validate import calibrate as cal
 from validate.timing import Point
 

@@ -4,8 +4,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from calc.catalog import load_model  # noqa: E402
-from calc.specs import ModelSpec  # noqa: E402
+from calc.spec.catalog import load_model  # noqa: E402
+from calc.spec.model import ModelSpec  # noqa: E402
 from validate.counts import check_counts  # noqa: E402
 from validate.reference import build_decoder, reduced  # noqa: E402
 from validate.timing import seed_request  # noqa: E402

@@ -1,0 +1,1 @@
+"""Published measurements against the model's predictions."""

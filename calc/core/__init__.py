@@ -1,0 +1,1 @@
+"""Errors, units and the one atomic file writer: what every layer uses."""

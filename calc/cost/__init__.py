@@ -1,0 +1,1 @@
+"""The time and memory model: operators, parallel splits, roofline, latency, sweeps (reads no files)."""

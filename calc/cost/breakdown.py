@@ -1,0 +1,128 @@
+"""Per-operator tables (`roofline ops`) and the whole-model intensity comparison (`roofline intensity`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calc.cost import firstorder
+from calc.render import text as render
+from calc.cost.latency import decode_cost, engine_pass_options, prefill_cost
+from calc.cost.operators import Dtypes
+from calc.cost.parallel import Parallel, check
+from calc.cost.roofline import Efficiency, PhaseCost
+from calc.spec.model import ModelSpec
+from calc.spec.hardware import HardwareSpec
+
+
+def phase_for(model: ModelSpec, hw: HardwareSpec, phase: str, batch, seq_len, *, weight_dtype=None,
+              kv_dtype=None, compute_dtype=None, group_size=128, attention=None, ideal=False,
+              tp=1, pp=1, ep=1, imbalance=1.0, engine=None) -> tuple[PhaseCost, Dtypes]:
+    """The PhaseCost of a prefill of seq_len tokens, or a decode step at context seq_len."""
+    from calc.core.errors import SpecError
+
+    dt = Dtypes.resolve(model, weight_dtype, kv_dtype, compute_dtype, group_size)
+    attention, logits = engine_pass_options(model, hw, engine, ideal, attention)
+    if seq_len + (phase == "decode") > model.max_context:
+        raise SpecError("--seq-len", None, f"{seq_len} exceeds {model.name}'s max context {model.max_context}")
+    par = check(model, Parallel(tp, pp, ep, imbalance))
+    eff = Efficiency.of(hw, ideal, engine)
+    B, S = np.float64(batch), np.float64(seq_len)
+    if phase == "prefill":
+        return prefill_cost(model, hw, B, S, dt, eff, attention, par=par, logits=logits)[0], dt
+    return decode_cost(model, hw, B, S, dt, eff, attention, par), dt
+
+
+def ops_records(model, hw, phase, batch, seq_len, **options) -> tuple[list[dict], dict]:
+    """One dict per operator (one layer's values, then totals), sorted by total time."""
+    cost, dt = phase_for(model, hw, phase, batch, seq_len, **options)
+    total_time = float(cost.time_s)
+    recs = []
+    for t in cost.ops:
+        op = t.op
+        recs.append({
+            "op": op.name,
+            "kind": op.kind,
+            "layers": op.layers,
+            "flops": float(op.flops),
+            "bytes": float(op.bytes),
+            "weight_bytes": float(op.weight_bytes),
+            "kv_bytes": float(op.kv_read_bytes + op.kv_write_bytes),
+            "act_bytes": float(op.act_read_bytes + op.act_write_bytes),
+            "intensity": float(t.intensity),
+            "time_s": float(t.time_s),
+            "total_time_s": float(t.total_time_s),
+            "share": float(t.total_time_s) / total_time if total_time > 0 else 0.0,
+            "bound": "communication" if op.kind == "comm" else "compute" if bool(t.compute_bound) else "memory",
+            "comm_bytes": float(op.comm_bytes),
+            "overlappable": op.overlappable,
+        })
+    if cost.step_overhead_s:
+        recs.append({"op": "step_overhead", "kind": "overhead", "layers": 1, "flops": 0.0, "bytes": 0.0,
+                     "weight_bytes": 0.0, "kv_bytes": 0.0, "act_bytes": 0.0, "intensity": 0.0,
+                     "time_s": cost.step_overhead_s, "total_time_s": cost.step_overhead_s,
+                     "share": cost.step_overhead_s / total_time, "bound": "overhead", "comm_bytes": 0.0,
+                     "overlappable": False})
+    recs.sort(key=lambda r: -r["total_time_s"])
+    summary = {
+        "model": model.name, "hardware": hw.name, "phase": phase, "batch": batch, "seq_len": seq_len,
+        "weight_dtype": dt.weight, "kv_dtype": dt.kv, "compute_dtype": dt.compute,
+        "flops": float(cost.flops), "linear_flops": float(cost.linear_flops),
+        "attention_flops": float(cost.attention_flops), "other_flops": float(cost.other_flops),
+        "bytes": float(cost.bytes), "intensity": float(cost.intensity), "time_s": total_time,
+        "step_overhead_s": cost.step_overhead_s, "bound": str(cost.bound),
+        "tp": options.get("tp", 1), "pp": options.get("pp", 1), "ep": options.get("ep", 1), "comm_bytes": float(cost.comm_bytes), "comm_s": float(cost.comm_s),
+        "ridge_point": hw.ridge_point(dt.compute),
+    }
+    return recs, summary
+
+
+def ops_text(recs: list[dict], s: dict) -> str:
+    what = f"prefill of {s['seq_len']} tokens" if s["phase"] == "prefill" else f"decode step at context {s['seq_len']}"
+    head = (f"{s['model']} on {s['hardware']}: {what}, batch {s['batch']} "
+            f"(weights {s['weight_dtype']}, KV {s['kv_dtype']}, compute {s['compute_dtype']})")
+    rows = [[r["op"] + (" (overlappable)" if r["overlappable"] else ""), r["kind"], r["layers"],
+             render.si(r["flops"], "FLOP"), render.nbytes(r["bytes"] or r["comm_bytes"]),
+             f"{r['intensity']:.3g}", render.seconds(r["time_s"]), render.seconds(r["total_time_s"]),
+             render.percent(r["share"]), r["bound"]] for r in recs]
+    rows.append(["total", "", "", render.si(s["flops"], "FLOP"), render.nbytes(s["bytes"]), f"{s['intensity']:.3g}",
+                 "", render.seconds(s["time_s"]), "100.0%", s["bound"]])
+    table = render.table(rows, ["operator", "kind", "x", "FLOPs/layer", "bytes/layer", "FLOP/B", "time/layer",
+                                "total", "share", "bound"], align="llrrrrrrrl")
+    note = "; comm rows show bytes sent per GPU" if s["comm_bytes"] else ""
+    return f"{head}\n\n{table}\n(ridge point {s['ridge_point']:.0f} FLOP/B; x = layers the operator runs in{note})"
+
+
+def intensity_records(model: ModelSpec, seq_lens, weight_dtype=None, kv_dtype=None) -> list[dict]:
+    """First-order vs operator-model whole-pass intensity at B = 1 for each S."""
+    dt = Dtypes.resolve(model, weight_dtype, kv_dtype)
+    N = model.params_total
+    b = dt.weight_bytes_per_param()
+    kappa = model.kv_bytes_per_token(dt.kv)
+    S = np.asarray(seq_lens, dtype=float)
+    eff = Efficiency()
+    from calc.spec.hardware import HardwareSpec
+
+    # Intensity does not depend on the hardware; any profile serves to build the phases.
+    hw = HardwareSpec(name="any", kind="other", memory_gb=1, memory_bandwidth_tb_s=1, peak_tflops={"fp32": 1})
+    pre = prefill_cost(model, hw, np.float64(1), S, dt, eff)[0]
+    dec = decode_cost(model, hw, np.float64(1), S, dt, eff)
+    fo_p = firstorder.prefill_intensity(N, b, kappa, S)
+    fo_d = firstorder.decode_intensity(N, b, kappa, S)
+    return [{
+        "seq_len": int(S[i]),
+        "first_order_prefill": float(fo_p[i]), "operator_prefill": float(pre.intensity[i]),
+        "first_order_decode": float(fo_d[i]), "operator_decode": float(dec.intensity[i]),
+        "prefill_attention_flops_share": float(pre.attention_flops[i] / pre.flops[i]),
+    } for i in range(len(S))]
+
+
+def intensity_text(model: ModelSpec, recs: list[dict]) -> str:
+    rows = [[r["seq_len"], f"{r['first_order_prefill']:.1f}", f"{r['operator_prefill']:.1f}",
+             f"{r['first_order_decode']:.2f}", f"{r['operator_decode']:.2f}",
+             render.percent(r["prefill_attention_flops_share"])] for r in recs]
+    table = render.table(rows, ["S", "prefill 1st-order", "prefill operators", "decode 1st-order",
+                                "decode operators", "attn FLOP share"])
+    return (f"{model.name}: whole-pass arithmetic intensity (FLOP/byte), batch 1\n\n{table}\n\n"
+            "1st-order: 2NS/(Nb + kS) and 2N/(Nb + kS). The operator model adds attention FLOPs,\n"
+            "runs lm_head for the last position only and reads B*n embedding rows, not the table,\n"
+            "and counts activation traffic between operators.")

@@ -1,0 +1,211 @@
+"""The request model: prefill, decode steps, TTFT, TPOT, e2e and throughput.
+
+A request of G output tokens is one prefill at T (which samples token 1), then
+G - 1 decode steps at contexts S = T, ..., T + G - 2. TTFT = prefill + sampling
+(sampling is an operator of the pass); TPOT = mean decode-step time over the
+G - 1 steps; e2e = TTFT + (G - 1) * TPOT. Queueing, tokenisation and network
+are not model time and are not folded in.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from calc.core.errors import SpecError
+from calc.cost.memory import MemoryEstimate, request_memory
+from calc.cost.operators import Dtypes, Pass, accumulate, pass_ops
+from calc.cost.parallel import SINGLE, Parallel, check, link
+from calc.cost.roofline import Efficiency, PhaseCost, phase_cost
+from calc.spec.model import ModelSpec
+from calc.spec.hardware import HardwareSpec
+
+# Decode contexts at which the step is evaluated to average it over the G - 1 steps.
+TPOT_NODES = 8
+
+
+def _as_int_array(value, option: str, minimum: int) -> np.ndarray:
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise SpecError(option, None, f"must be a number, got {value!r}") from None
+    if arr.size == 0:
+        raise SpecError(option, None, "no value given")
+    if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+        raise SpecError(option, None, f"must be whole numbers, got {value!r}")
+    if np.any(arr < minimum):
+        raise SpecError(option, None, f"must be >= {minimum}, got {arr.min():g}")
+    return arr
+
+
+def prefill_cost(model, hw, batch, prompt_len, dt, eff, attention="fused", past=0.0,
+                 par: Parallel = SINGLE, logits: int = 1) -> tuple[PhaseCost, list]:
+    """A prefill of ``prompt_len`` tokens per sequence (after ``past`` cached ones), on one GPU of
+    the split; ``logits`` positions per sequence reach lm_head (1: the last, as engines do)."""
+    ops = pass_ops(model, Pass(batch, prompt_len, np.asarray(past, float), "prefill", logits), dt, attention, par)
+    return phase_cost(ops, hw, dt, eff, link(hw, par)), ops
+
+
+def decode_cost(model, hw, batch, context, dt, eff, attention="fused", par: Parallel = SINGLE) -> PhaseCost:
+    """One decode step: one new token per sequence over ``context`` cached positions."""
+    ops = pass_ops(model, Pass(batch, np.float64(1.0), np.asarray(context, float), "decode"), dt, attention, par)
+    return phase_cost(ops, hw, dt, eff, link(hw, par))
+
+
+def engine_in_effect(hw: HardwareSpec, engine: str | None, ideal: bool):
+    """The engine preset in effect (named, or the profile's), or None."""
+    name = engine or hw.efficiency.engine
+    if ideal or name is None:
+        return None
+    from calc.spec.engine import load_engine
+
+    return load_engine(name)
+
+
+def engine_pass_options(model: ModelSpec, hw: HardwareSpec, engine: str | None, ideal: bool,
+                        attention: str | None = None) -> tuple[str, int]:
+    """(attention kernel, logits positions per prefill sequence) of the engine in effect:
+    an explicit ``attention`` wins; else the preset's kernel (fused by default) and, for
+    presets that compute logits for every prompt position, all of them."""
+    preset = engine_in_effect(hw, engine, ideal)
+    attention = attention or (preset.attention_kernel if preset else "fused")
+    if attention not in ("fused", "unfused"):
+        raise SpecError("--attention", None, f"must be fused or unfused, got {attention!r}")
+    logits = model.max_context if preset is not None and preset.logits_all_positions else 1
+    return attention, logits
+
+
+def mixed_step_cost(model, hw, new, past, dt, eff, attention="fused", par: Parallel = SINGLE,
+                    phase: str = "decode") -> PhaseCost:
+    """One continuous-batching iteration: sequence i adds new[i] tokens after past[i]
+    cached ones (a prefill chunk, or 1 for a decode token); weights are read once for
+    all of them. ``new`` and ``past`` are 1-D over the sequences in the step."""
+    new = np.atleast_1d(np.asarray(new, float))
+    ps = Pass(np.ones_like(new), new, np.atleast_1d(np.asarray(past, float)), phase, ragged=True)
+    return phase_cost(pass_ops(model, ps, dt, attention, par), hw, dt, eff, link(hw, par))
+
+
+def tpot_nodes(first, steps, k: int = TPOT_NODES):
+    """Integer contexts s_0 = first < ... < s_{k-1} = first + steps - 1 and weights w_j with
+    sum_j w_j f(s_j) = sum over every integer context of the piecewise-linear interpolant
+    of f through the nodes (exact when f is linear between nodes, or when steps <= k).
+    Segment j of d_j integers contributes (d_j + 1)(f_j + f_{j+1})/2; interior nodes are
+    shared by two segments, so f_j is subtracted once."""
+    first = np.asarray(first, float)
+    steps = np.asarray(steps, float)
+    frac = np.linspace(0.0, 1.0, k).reshape((k,) + (1,) * np.ndim(steps))
+    s = first + np.round(frac * np.maximum(steps - 1, 0))
+    d = np.diff(s, axis=0)
+    w = np.zeros(s.shape)
+    w[:-1] += (d + 1) / 2
+    w[1:] += (d + 1) / 2
+    w[1:-1] -= 1
+    return s, w
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Everything `roofline estimate` reports for (model, hardware, B, T, G, dtypes)."""
+
+    model: ModelSpec
+    hardware: HardwareSpec
+    batch: np.ndarray
+    prompt_len: np.ndarray
+    output_len: np.ndarray
+    dtypes: Dtypes
+    attention: str
+    ideal: bool
+    parallel: Parallel
+    prefill: PhaseCost
+    decode: PhaseCost  # the first decode step, at context T
+    decode_mean_s: np.ndarray  # mean step time over the G - 1 steps (nan when G = 1)
+    memory: MemoryEstimate
+    serving_overhead_s: float = 0.0  # the engine's per-request serving-stack time, NOT in TTFT/e2e
+
+    @property
+    def weight_bytes(self) -> float:
+        """All weights of the model at the weight dtype (not per GPU)."""
+        return self.model.weight_bytes(self.dtypes.weight, self.dtypes.group_size)
+
+    @property
+    def kv_cache_bytes(self) -> np.ndarray:
+        """KV held at the end of the request by all B sequences, whole model (not per GPU)."""
+        return self.model.kv_cache_bytes(self.prompt_len + self.output_len - 1, self.batch, self.dtypes.kv)
+
+    @property
+    def ttft_s(self) -> np.ndarray:
+        return self.prefill.time_s
+
+    @property
+    def tpot_s(self) -> np.ndarray:
+        """Mean decode-step time; nan when G = 1 (no decode step)."""
+        return self.decode_mean_s
+
+    @cached_property
+    def e2e_s(self) -> np.ndarray:
+        steps = self.output_len - 1
+        return self.ttft_s + np.where(steps > 0, steps * np.nan_to_num(self.decode_mean_s), 0.0)
+
+    @property
+    def output_tokens_per_s(self) -> np.ndarray:
+        """B * G output tokens over the request's e2e time."""
+        return self.batch * self.output_len / self.e2e_s
+
+    @property
+    def total_tokens_per_s(self) -> np.ndarray:
+        """B * (T + G) prompt and output tokens over e2e."""
+        return self.batch * (self.prompt_len + self.output_len) / self.e2e_s
+
+    def stage_s(self, phase: PhaseCost) -> np.ndarray:
+        """Slowest pipeline stage of a pass: its share of the layers' time plus one send.
+        With PP micro-batches in flight the pipeline completes a pass every stage_s."""
+        pp = self.parallel.pp
+        if pp == 1:
+            return phase.time_s
+        sends = accumulate(t.total_time_s for t in phase.ops if t.op.name == "pp.send")
+        return (phase.time_s - sends) * math.ceil(self.model.num_layers / pp) / self.model.num_layers + sends / (pp - 1)
+
+    @property
+    def pipelined_output_tokens_per_s(self) -> np.ndarray:
+        """Decode throughput with PP micro-batches of B sequences in flight: PP * B / stage time."""
+        mean_step = np.where(np.isnan(self.decode_mean_s), self.decode.time_s, self.decode_mean_s)
+        stage = self.stage_s(self.decode) * mean_step / self.decode.time_s
+        return self.parallel.pp * self.batch / stage
+
+
+def estimate(model: ModelSpec, hw: HardwareSpec, batch=1, prompt_len=512, output_len=128, *,
+             weight_dtype=None, kv_dtype=None, compute_dtype=None, group_size: int = 128,
+             attention: str | None = None, ideal: bool = False, tp: int = 1, pp: int = 1, ep: int = 1,
+             imbalance: float = 1.0, engine: str | None = None) -> Estimate:
+    """Estimate one request shape, or many: batch, prompt_len and output_len broadcast.
+    Times and memory are per GPU of a TP x PP split (calc.cost.parallel). ``engine`` names a
+    serving-engine preset (calc.spec.engine) to use instead of the profile's own; the
+    attention kernel defaults to the engine's (fused unless the preset says otherwise)."""
+    B = _as_int_array(batch, "--batch", 1)
+    T = _as_int_array(prompt_len, "--prompt-len", 1)
+    G = _as_int_array(output_len, "--output-len", 1)
+    B, T, G = np.broadcast_arrays(B, T, G)
+    held = T + G - 1
+    if np.any(held > model.max_context):
+        worst = held.max()
+        raise SpecError("--prompt-len/--output-len", None,
+                        f"prompt + output - 1 = {worst:g} positions exceeds {model.name}'s max context "
+                        f"{model.max_context}")
+    attention, logits = engine_pass_options(model, hw, engine, ideal, attention)
+    dt = Dtypes.resolve(model, weight_dtype, kv_dtype, compute_dtype, group_size)
+    par = check(model, Parallel(tp, pp, ep, imbalance))
+    link(hw, par)  # a split on hardware without a link is an input error, raised here
+    eff = Efficiency.of(hw, ideal, engine)
+    prefill, prefill_ops = prefill_cost(model, hw, B, T, dt, eff, attention, par=par, logits=logits)
+    first = decode_cost(model, hw, B, T, dt, eff, attention, par)
+    steps = G - 1
+    s, w = tpot_nodes(T, steps)
+    node_times = decode_cost(model, hw, B, s, dt, eff, attention, par).time_s
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(steps > 0, (w * node_times).sum(axis=0) / np.maximum(steps, 1), np.nan)
+    memory = request_memory(model, hw, B, T, G, dt, prefill_ops, par)
+    return Estimate(model, hw, B, T, G, dt, attention, ideal, par, prefill, first, mean, memory,
+                    eff.request_overhead_s)

@@ -1,0 +1,488 @@
+"""Per-layer operators of one forward pass: FLOPs and bytes per stream.
+
+A pass appends ``n`` new tokens to each of ``B`` sequences that already hold
+``p`` cached positions: prefill is (n = T, p = 0), a decode step is (n = 1, p = S).
+Every quantity broadcasts over numpy arrays of B, n and p, so one call serves
+one scenario or a million.
+
+Conventions (DESIGN.md): a multiply-add is 2 FLOPs; linear FLOPs are the weight
+matmuls; attention FLOPs are QK^T and PV over the (query, key) pairs a query
+may see; norms, activations, RoPE, softmax, residual and bias adds are "other".
+An OpCost holds the values of ONE layer (or one occurrence) and ``layers``, how
+many times it runs per pass; totals multiply the two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cached_property
+
+import numpy as np
+
+from calc.core.errors import SpecError
+from calc.cost.parallel import SINGLE, Parallel, all_to_all, kv_heads_per_gpu, ring_allreduce
+from calc.spec.model import ModelSpec
+from calc.core.units import DTYPE_BYTES, WEIGHT_ONLY, canonical_dtype
+
+# Elementwise FLOPs per element, stated once (small, but present):
+RMSNORM_FLOPS = 4  # square, accumulate, scale by rsqrt, multiply by weight
+LAYERNORM_FLOPS = 7  # mean, subtract, square, accumulate, scale, weight, bias
+ROPE_FLOPS = 3  # x*cos + rotate(x)*sin
+SOFTMAX_FLOPS = 5  # max, subtract, exp, sum, divide (per score)
+SILU_MUL_FLOPS = 5  # silu(g) = g * sigmoid(g) (4), times u (1)
+GELU_FLOPS = 8  # tanh approximation
+RESIDUAL_FLOPS = 1
+
+
+@dataclass(frozen=True)
+class Dtypes:
+    """Weight, KV-cache and compute dtypes (canonical names); activations follow compute,
+    except that 8-bit and 4-bit compute keeps activations between kernels in bf16."""
+
+    weight: str
+    kv: str
+    compute: str
+    group_size: int = 128
+
+    @classmethod
+    def resolve(cls, model: ModelSpec, weight=None, kv=None, compute=None, group_size=128) -> Dtypes:
+        """Defaults: the model's serving dtype; fp8 weights run fp8 GEMMs (W8A8), while
+        weight-only int8/int4/fp4 dequantise to the model dtype. Errors name the option."""
+
+        def pick(value, option):
+            try:
+                return canonical_dtype(value)
+            except ValueError as exc:
+                raise SpecError(option, None, str(exc)) from None
+
+        w = pick(weight or model.serving_dtype, "--weight-dtype")
+        k = pick(kv or model.serving_dtype, "--kv-dtype")
+        c = pick(compute or ("fp8" if w == "fp8" else model.serving_dtype), "--compute-dtype")
+        if c in WEIGHT_ONLY:
+            raise SpecError("--compute-dtype", None, f"{c} is a storage format; matmuls run in bf16/fp16/fp8/int8")
+        if group_size < 1:
+            raise SpecError("--group-size", None, f"must be >= 1, got {group_size}")
+        return cls(w, k, c, group_size)
+
+    @property
+    def act(self) -> str:
+        return self.compute if self.compute in ("fp32", "bf16", "fp16") else "bf16"
+
+    @property
+    def attention_compute(self) -> str:
+        """Attention kernels run at 16-bit when the GEMMs are 8-bit (FlashAttention-2 default)."""
+        return self.act
+
+    def unquantized(self, model: ModelSpec) -> str:
+        """Dtype of the weights quantisation leaves alone (embeddings, lm_head, norms): the
+        model's, unless the weights are served wider (fp32), as ModelSpec.weight_bytes counts."""
+        wide = DTYPE_BYTES[self.weight] >= DTYPE_BYTES[model.serving_dtype]
+        return self.weight if wide else model.serving_dtype
+
+    def weight_bytes_per_param(self) -> float:
+        b = DTYPE_BYTES[self.weight]
+        return b + (2.0 / self.group_size if self.weight in ("int8", "int4", "fp4") else 0.0)
+
+
+_ZERO = np.float64(0.0)
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """One operator of one layer. ``peak`` picks the roof: matmul, attention or vector."""
+
+    name: str
+    kind: str  # linear | attention | other | comm
+    layers: int
+    linear_flops: np.ndarray = _ZERO
+    attention_flops: np.ndarray = _ZERO
+    other_flops: np.ndarray = _ZERO
+    weight_bytes: np.ndarray = _ZERO
+    kv_read_bytes: np.ndarray = _ZERO
+    kv_write_bytes: np.ndarray = _ZERO
+    act_read_bytes: np.ndarray = _ZERO
+    act_write_bytes: np.ndarray = _ZERO
+    comm_bytes: np.ndarray = _ZERO  # bytes this GPU sends over the link
+    comm_hops: float = 0.0  # latency hops of the collective
+    rows: np.ndarray = _ZERO  # M of each matmul (linear operators): the tokens it multiplies
+    kernels: float = 1.0
+    peak: str = "matmul"
+    overlappable: bool = False
+
+    @cached_property
+    def flops(self) -> np.ndarray:
+        return self.linear_flops + self.attention_flops + self.other_flops
+
+    @cached_property
+    def bytes(self) -> np.ndarray:
+        """Memory traffic (communication is not memory traffic)."""
+        return (self.weight_bytes + self.kv_read_bytes + self.kv_write_bytes
+                + self.act_read_bytes + self.act_write_bytes)
+
+
+STREAMS = ("weight_bytes", "kv_read_bytes", "kv_write_bytes", "act_read_bytes", "act_write_bytes")
+FLOP_FIELDS = ("linear_flops", "attention_flops", "other_flops")
+
+
+@dataclass(frozen=True)
+class Pass:
+    """The shape of one forward pass: B sequences, n new tokens each, p cached positions,
+    ``logits`` positions per sequence that get logits (1: the last, as engines do).
+
+    ``ragged``: the last axis of (batch, new, past) lists the sequence groups of ONE
+    pass (a continuous-batching step mixing prefill chunks and decode tokens); every
+    per-pass total sums over it, so weights are read once for all of them. ``phase``
+    then names how MLA runs attention ("prefill": expanded, "decode": absorbed).
+    """
+
+    batch: np.ndarray
+    new: np.ndarray
+    past: np.ndarray
+    phase: str  # "prefill" or "decode" (MLA uses the absorbed form in decode)
+    logits: int = 1
+    ragged: bool = False
+
+    def total(self, per_group):
+        """Sum over the sequence-group axis of a ragged pass; identity otherwise."""
+        return np.sum(per_group, axis=-1) if self.ragged else per_group
+
+    @cached_property
+    def tokens(self) -> np.ndarray:
+        """B * n: rows of every activation matrix."""
+        return self.total(self.batch * self.new)
+
+    @cached_property
+    def logit_rows(self) -> np.ndarray:
+        """B * min(n, logits): rows that reach lm_head."""
+        return self.total(self.batch * np.minimum(self.new, self.logits))
+
+    def pairs(self, window) -> np.ndarray:
+        """(query, key) pairs of the pass: B * attention_pairs(n, p, W), summed."""
+        return self.total(self.batch * attention_pairs(self.new, self.past, window))
+
+    def attended(self, window) -> np.ndarray:
+        """Cached positions read: B * min(p + n, W), summed."""
+        return self.total(self.batch * positions_attended(self.new, self.past, window))
+
+
+def attention_pairs(new, past, window=None):
+    """(query, key) pairs per sequence: sum_{i=1..n} min(p + i, W).
+
+    Causal: query i of the new ones (1-based) sees the p cached positions and the
+    first i new ones, capped at the window W. Without a window: n*p + n(n+1)/2.
+    With one: the first m = clip(W - p, 0, n) queries see p + i, the rest see W.
+    """
+    n = np.asarray(new, dtype=float)
+    p = np.asarray(past, dtype=float)
+    if window is None:
+        return n * p + n * (n + 1) / 2
+    m = np.clip(window - p, 0, n)
+    return m * p + m * (m + 1) / 2 + (n - m) * window
+
+
+def positions_attended(new, past, window=None):
+    """Distinct cached positions the pass reads per sequence: min(p + n, W)."""
+    total = np.asarray(past, dtype=float) + np.asarray(new, dtype=float)
+    return total if window is None else np.minimum(total, window)
+
+
+def _linear(name, layers, tokens, k_in, n_out, dt: Dtypes, bias=False, weight_params=None, kernels=1.0):
+    """x[tokens, k_in] @ W[k_in, n_out]: 2*tokens*k_in*n_out FLOPs; W read once."""
+    a = DTYPE_BYTES[dt.act]
+    params = k_in * n_out if weight_params is None else weight_params
+    return OpCost(
+        name, "linear", layers,
+        linear_flops=2.0 * tokens * k_in * n_out,
+        other_flops=tokens * n_out if bias else _ZERO,
+        weight_bytes=np.float64(params * dt.weight_bytes_per_param() + (n_out * a if bias else 0)),
+        act_read_bytes=tokens * k_in * a,
+        act_write_bytes=tokens * n_out * a,
+        rows=np.asarray(tokens, dtype=float),
+        kernels=kernels,
+    )
+
+
+def _elementwise(name, layers, elements_in, elements_out, flops_per_elem, dt: Dtypes, weight_elems=0.0,
+                 kernels=1.0):
+    a = DTYPE_BYTES[dt.act]
+    return OpCost(
+        name, "other", layers,
+        other_flops=flops_per_elem * np.asarray(elements_out, dtype=float),
+        weight_bytes=np.float64(weight_elems * a),
+        act_read_bytes=np.asarray(elements_in, dtype=float) * a,
+        act_write_bytes=np.asarray(elements_out, dtype=float) * a,
+        kernels=kernels, peak="vector",
+    )
+
+
+def _norm(name, layers, tokens, width, model: ModelSpec, dt: Dtypes):
+    """RMSNorm/LayerNorm over [tokens, width]: ~4 (7) FLOPs per element, read x, write y."""
+    per = RMSNORM_FLOPS if model.norm == "rmsnorm" else LAYERNORM_FLOPS
+    wts = width * (2 if model.norm == "layernorm" else 1)
+    return _elementwise(name, layers, tokens * width, tokens * width, per, dt, weight_elems=wts)
+
+
+def _attention_core(name, layers, ps: Pass, window, heads, score_dim, value_dim, kv_elems_per_pos,
+                    q_elems, out_elems, dt: Dtypes, kernel: str):
+    """softmax(Q K^T) V over the visible pairs.
+
+    FLOPs: 2*Hq*score_dim (QK^T) + 2*Hq*value_dim (PV) per (query, key) pair;
+    softmax ~5 FLOPs per score ("other"). KV: read min(p+n, W) positions per
+    sequence, write the n new ones. Fused (FlashAttention) keeps scores on chip;
+    unfused writes scores and probabilities and reads them back: 4 passes of
+    B*Hq*pairs elements at the activation dtype.
+    """
+    a = DTYPE_BYTES[dt.act]
+    kvb = DTYPE_BYTES[dt.kv]
+    scores = heads * ps.pairs(window)
+    act_r = ps.tokens * q_elems * a
+    act_w = ps.tokens * out_elems * a
+    kernels = 2.0  # cache write + attention kernel
+    if kernel == "unfused":
+        act_r = act_r + 2 * scores * a
+        act_w = act_w + 2 * scores * a
+        kernels = 4.0  # cache write, QK^T, softmax, PV
+    return OpCost(
+        name, "attention", layers,
+        attention_flops=2.0 * scores * (score_dim + value_dim),
+        other_flops=SOFTMAX_FLOPS * scores,
+        kv_read_bytes=ps.attended(window) * kv_elems_per_pos * kvb,
+        kv_write_bytes=ps.tokens * kv_elems_per_pos * kvb,
+        act_read_bytes=act_r,
+        act_write_bytes=act_w,
+        kernels=kernels, peak="attention",
+    )
+
+
+def standard_attention_ops(model: ModelSpec, ps: Pass, dt: Dtypes, layers: int, window, kernel: str,
+                           par: Parallel, suffix: str = "") -> list[OpCost]:
+    """MHA/GQA/MQA: x[B*n,H] @ Wqkv[H,(Hq+2Hkv)*D], RoPE, attention, @ Wo[Hq*D,H].
+    Per GPU under TP: Hq/TP query heads and max(Hkv/TP, 1) KV heads."""
+    a = model.attention
+    H, D = model.hidden_size, a.head_dim
+    Hq, Hkv = a.num_heads // par.tp, kv_heads_per_gpu(model, par.tp)
+    tok = ps.tokens
+    ops = []
+    if a.fused_qkv:
+        ops.append(_linear("qkv_proj" + suffix, layers, tok, H, (Hq + 2 * Hkv) * D, dt, bias=a.qkv_bias))
+    else:
+        ops += [
+            _linear("q_proj" + suffix, layers, tok, H, Hq * D, dt, bias=a.qkv_bias),
+            _linear("k_proj" + suffix, layers, tok, H, Hkv * D, dt, bias=a.qkv_bias),
+            _linear("v_proj" + suffix, layers, tok, H, Hkv * D, dt, bias=a.qkv_bias),
+        ]
+    if a.qk_norm:
+        ops.append(_norm("qk_norm" + suffix, layers, tok * (Hq + Hkv), D, model, dt))
+    if model.position_embedding == "rope":
+        e = tok * (Hq + Hkv) * D
+        ops.append(_elementwise("rope" + suffix, layers, e, e, ROPE_FLOPS, dt))
+    ops.append(_attention_core("attention" + suffix, layers, ps, window, Hq, D, D, 2 * Hkv * D,
+                               Hq * D + 2 * Hkv * D, Hq * D, dt, kernel))
+    ops.append(_linear("o_proj" + suffix, layers, tok, Hq * D, H, dt, bias=a.o_bias))
+    return ops
+
+
+def mla_attention_ops(model: ModelSpec, ps: Pass, dt: Dtypes, layers: int, window, kernel: str,
+                      par: Parallel, suffix: str = "") -> list[OpCost]:
+    """DeepSeek MLA. The cache holds the latent c_kv[rkv] and the rope key k_r[dr].
+
+    prefill: expand the attended latents through W_UKV[rkv, Hq*(dn+dv)] and run
+      ordinary attention (score dim dn+dr, value dim dv).
+    decode (absorbed): q_nope[Hq,dn] @ W_UK[Hq,dn,rkv] and out[Hq,rkv] @ W_UV[Hq,rkv,dv]
+      once per new token; attention over latents (score dim rkv+dr, value dim rkv).
+    Under TP the heads split; the down projections and the latent cache are replicated.
+    """
+    a = model.attention
+    H, Hq = model.hidden_size, a.num_heads // par.tp
+    rq, rkv, dn, dr, dv = a.q_lora_rank, a.kv_lora_rank, a.qk_nope_head_dim, a.qk_rope_head_dim, a.v_head_dim
+    tok = ps.tokens
+    ops = []
+    if rq is None:
+        ops.append(_linear("q_proj" + suffix, layers, tok, H, Hq * (dn + dr), dt))
+    else:
+        ops += [
+            _linear("q_a_proj" + suffix, layers, tok, H, rq, dt),
+            _norm("q_a_norm" + suffix, layers, tok, rq, model, dt),
+            _linear("q_b_proj" + suffix, layers, tok, rq, Hq * (dn + dr), dt),
+        ]
+    ops += [
+        _linear("kv_a_proj" + suffix, layers, tok, H, rkv + dr, dt),
+        _norm("kv_a_norm" + suffix, layers, tok, rkv, model, dt),
+    ]
+    e = tok * (Hq + 1) * dr
+    ops.append(_elementwise("rope" + suffix, layers, e, e, ROPE_FLOPS, dt))
+    latent = rkv + dr
+    if ps.phase == "prefill":
+        expanded = ps.attended(window)
+        ops.append(_linear("kv_b_proj" + suffix, layers, expanded, rkv, Hq * (dn + dv), dt))
+        ops.append(_attention_core("attention" + suffix, layers, ps, window, Hq, dn + dr, dv, latent,
+                                   Hq * (dn + dr), Hq * dv, dt, kernel))
+        # expanded K/V are activations the kernel reads back
+        ops[-1] = replace(ops[-1], act_read_bytes=ops[-1].act_read_bytes
+                           + expanded * Hq * (dn + dv) * DTYPE_BYTES[dt.act])
+    else:
+        ops.append(_linear("q_absorb" + suffix, layers, tok * Hq, dn, rkv, dt, weight_params=Hq * dn * rkv))
+        ops.append(_attention_core("attention" + suffix, layers, ps, window, Hq, rkv + dr, rkv, latent,
+                                   Hq * (rkv + dr), Hq * rkv, dt, kernel))
+        ops.append(_linear("out_absorb" + suffix, layers, tok * Hq, rkv, dv, dt, weight_params=Hq * rkv * dv))
+    ops.append(_linear("o_proj" + suffix, layers, tok, Hq * dv, H, dt))
+    return ops
+
+
+def mlp_ops(model: ModelSpec, tok, dt: Dtypes, layers: int, width: int, prefix: str = "mlp") -> list[OpCost]:
+    """Gated: x @ W_gate_up[H,2F] -> silu(g)*u -> @ W_down[F,H]; plain: up, act, down."""
+    m, H = model.mlp, model.hidden_size
+    if m.kind == "gated":
+        return [
+            _linear(f"{prefix}.gate_up_proj", layers, tok, H, 2 * width, dt, bias=m.bias),
+            _elementwise(f"{prefix}.act_mul", layers, tok * 2 * width, tok * width, SILU_MUL_FLOPS, dt),
+            _linear(f"{prefix}.down_proj", layers, tok, width, H, dt, bias=m.bias),
+        ]
+    return [
+        _linear(f"{prefix}.up_proj", layers, tok, H, width, dt, bias=m.bias),
+        _elementwise(f"{prefix}.act", layers, tok * width, tok * width, GELU_FLOPS, dt),
+        _linear(f"{prefix}.down_proj", layers, tok, width, H, dt, bias=m.bias),
+    ]
+
+
+def experts_touched(num_experts, experts_per_token, routed_tokens):
+    """Expected distinct experts hit by ``routed_tokens`` tokens, each choosing k of E:
+    E * (1 - (1 - k/E)^tokens), under uniform, independent routing."""
+    E, k = float(num_experts), float(experts_per_token)
+    return E * (1.0 - np.power(1.0 - k / E, np.asarray(routed_tokens, dtype=float)))
+
+
+def moe_ops(model: ModelSpec, tok, dt: Dtypes, layers: int, par: Parallel) -> list[OpCost]:
+    """Router x @ W_r[H,E]; k routed experts per token; shared experts on every token.
+
+    Routed FLOPs: 2 * tokens * k * (params of one expert). Weight bytes: only the
+    experts the batch routes to, E * (1 - (1 - k/E)^tokens) of them (uniform routing).
+    Per GPU under EP = E' and TP: E/E' local experts, each TP/E' ways narrower; the
+    busiest GPU gets ``imbalance`` times its 1/E' share of the routed tokens.
+    """
+    m, H = model.moe, model.hidden_size
+    E, k = m.num_experts, m.experts_per_token
+    Fe = m.expert_intermediate_size / par.expert_tp
+    a = DTYPE_BYTES[dt.act]
+    expert_params = model.mlp_params(m.expert_intermediate_size) / par.expert_tp  # with biases
+    matmul_params = model.mlp.matrices * H * Fe  # the weights multiplied (biases are added)
+    touched = experts_touched(E, k, tok) / par.ep
+    routed_tok = tok * k * par.imbalance / par.ep
+    routed = OpCost(
+        "moe.experts", "linear", layers,
+        linear_flops=2.0 * routed_tok * matmul_params,
+        # activation, weighted sum of outputs, and any bias adds
+        other_flops=routed_tok * (SILU_MUL_FLOPS * Fe + H + (expert_params - matmul_params)),
+        weight_bytes=touched * expert_params * dt.weight_bytes_per_param(),
+        act_read_bytes=routed_tok * (H + 2 * Fe) * a,
+        act_write_bytes=routed_tok * (3 * Fe + H) * a,
+        rows=routed_tok / np.maximum(touched, 1e-9),  # tokens per expert GEMM
+        kernels=3.0,
+    )
+    ops = [
+        _linear("moe.router", layers, tok, H, E, dt, bias=m.router_bias),
+        _elementwise("moe.topk", layers, tok * E, tok * k, 2, dt),
+        routed,
+    ]
+    if m.num_shared_experts:
+        ops += mlp_ops(model, tok, dt, layers, m.num_shared_experts * m.shared_intermediate / par.tp, "moe.shared")
+        if m.shared_expert_gate:
+            ops.append(_linear("moe.shared_gate", layers, tok, H, 1, dt))
+    return ops
+
+
+def pass_ops(model: ModelSpec, ps: Pass, dt: Dtypes, attention_kernel: str = "fused",
+             par: Parallel = SINGLE) -> list[OpCost]:
+    """Every operator of one forward pass on one GPU, grouped by layer kind (``layers`` =
+    multiplicity), with the communication a split adds (calc.cost.parallel)."""
+    if attention_kernel not in ("fused", "unfused"):
+        raise ValueError(f"attention kernel must be fused or unfused, not {attention_kernel!r}")
+    L, H, V = model.num_layers, model.hidden_size, model.vocab_size
+    tok = ps.tokens
+    a = DTYPE_BYTES[dt.act]
+    base = DTYPE_BYTES[dt.unquantized(model)]
+    ops: list[OpCost] = [
+        # Embedding lookup: 0 FLOPs; reads only the B*n rows it gathers.
+        # Vocab-parallel under TP: each GPU gathers the rows in its vocab slice.
+        OpCost("embedding", "other", 1, weight_bytes=tok * H * base / par.tp, act_write_bytes=tok * H * a,
+               peak="vector"),
+    ]
+    if model.position_embedding == "learned":
+        ops.append(_elementwise("position_embedding", 1, tok * H, tok * H, 1, dt))
+    n_norms = model.norms_per_layer if model.norm != "none" else 0
+    if n_norms:
+        ops.append(_norm("norms", L * n_norms, tok, H, model, dt))
+    # Attention, split by sliding vs global layers.
+    attn = mla_attention_ops if model.attention.kind == "mla" else standard_attention_ops
+    n_slide = int(model.sliding_layers.sum())
+    if L - n_slide:
+        ops += attn(model, ps, dt, L - n_slide, None, attention_kernel, par)
+    if n_slide:
+        ops += attn(model, ps, dt, n_slide, model.attention.sliding_window, attention_kernel, par,
+                    suffix=".local" if n_slide < L else "")
+    # MLP, split by dense vs MoE layers.
+    n_moe = int(model.moe_layers.sum())
+    if L - n_moe and model.mlp.kind != "none":
+        ops += mlp_ops(model, tok, dt, L - n_moe, model.mlp.intermediate_size / par.tp)
+    if n_moe:
+        ops += moe_ops(model, tok, dt, n_moe, par)
+    residuals = 2 if model.mlp.kind != "none" else 1
+    ops.append(_elementwise("residual_add", L * residuals, 2 * tok * H, tok * H, RESIDUAL_FLOPS, dt))
+    # Final norm, then logits for the last ``logits`` positions of each sequence.
+    out_tok = ps.logit_rows
+    if model.norm != "none":
+        ops.append(_norm("final_norm", 1, out_tok, H, model, dt))
+    head_dt = Dtypes(dt.unquantized(model), dt.kv, dt.act, dt.group_size)
+    ops.append(_linear("lm_head", 1, out_tok, H, V / par.tp, head_dt))
+    # Sampling: greedy argmax over the fp32 logits (the vocab slice, under TP).
+    ops.append(OpCost("sample", "other", 1, other_flops=out_tok * V / par.tp,
+                      act_read_bytes=out_tok * V / par.tp * 4.0, act_write_bytes=out_tok * 8.0, peak="vector"))
+    return ops + comm_ops(model, ps, dt, par)
+
+
+def comm_ops(model: ModelSpec, ps: Pass, dt: Dtypes, par: Parallel) -> list[OpCost]:
+    """Collectives of one pass on one GPU (calc.cost.parallel): TP all-reduces of x[B*n, H] after
+    attention and after the MLP in every layer and after the embedding; the gather of the
+    vocab-sharded logits; EP all-to-alls (dispatch, combine) per MoE layer; PP transfers of
+    x[B*n, H] between stages. TP collectives sit on the critical path (the next operator
+    needs their result); PP sends overlap with other micro-batches' work."""
+    L, H = model.num_layers, model.hidden_size
+    a = DTYPE_BYTES[dt.act]
+    message = ps.tokens * H * a
+    ops: list[OpCost] = []
+    if par.tp > 1:
+        sent, hops = ring_allreduce(message, par.tp)
+        n_moe = int(model.moe_layers.sum()) if par.ep > 1 else 0
+        per_layer = 2 if model.mlp.kind != "none" else 1
+        ops.append(OpCost("tp.allreduce", "comm", L * per_layer - n_moe + 1, comm_bytes=sent, comm_hops=hops,
+                          peak="link"))
+        logits = ps.logit_rows * model.vocab_size / par.tp * 4.0
+        ops.append(OpCost("tp.logits_gather", "comm", 1, comm_bytes=logits * (par.tp - 1),
+                          comm_hops=float(par.tp - 1), peak="link"))
+    if par.ep > 1:
+        routed = ps.tokens * model.moe.experts_per_token * H * a * par.imbalance / par.tp
+        sent, hops = all_to_all(routed, par.ep)
+        ops.append(OpCost("ep.all_to_all", "comm", 2 * int(model.moe_layers.sum()), comm_bytes=sent,
+                          comm_hops=hops, peak="link", overlappable=True))
+    if par.pp > 1:
+        ops.append(OpCost("pp.send", "comm", par.pp - 1, comm_bytes=message, comm_hops=1.0, peak="link",
+                          overlappable=True))
+    return ops
+
+
+def accumulate(terms) -> np.ndarray:
+    """Sum of arrays/scalars, adding in place into one buffer (no temporary per term)."""
+    acc = None
+    for term in terms:
+        if acc is None:
+            acc = np.array(term, dtype=float)
+        elif np.ndim(term) > acc.ndim or np.shape(term) != acc.shape and np.size(term) > acc.size:
+            acc = acc + term
+        else:
+            acc += term
+    return _ZERO if acc is None else acc
+
+
+def total(ops: list[OpCost], field: str) -> np.ndarray:
+    """Sum of a field over all operators, times each operator's layer count."""
+    return accumulate(getattr(op, field) * op.layers if op.layers != 1 else getattr(op, field) for op in ops)

@@ -1,0 +1,133 @@
+"""Splitting a model over GPUs: tensor (TP), pipeline (PP) and expert (EP) parallelism.
+
+TP = N shards every matmul N ways: query heads, KV heads (replicated when
+Hkv < N: each GPU then holds one), MLP width, vocab. Two all-reduces per layer
+(after o_proj and after the MLP down projection) of B*n*H activations, plus one
+after the vocab-parallel embedding. A ring all-reduce over N GPUs sends
+2 (N-1)/N of the message from each GPU and takes 2 (N-1) latency hops.
+
+PP = P splits the layers into P stages. One request still passes every layer
+in order, plus P - 1 stage-to-stage activation transfers; with P micro-batches
+in flight the pipeline emits a batch every slowest-stage time.
+
+EP = E' spreads the experts of each MoE layer over E' of the TP GPUs (each expert
+then split TP / E' ways). Tokens travel to their experts and back: two
+all-to-alls per MoE layer, each GPU sending (E'-1)/E' of its routed activations.
+``imbalance`` (>= 1) is the busiest GPU's routed load over the mean.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from calc.core.errors import SpecError
+from calc.spec.model import ModelSpec
+from calc.spec.hardware import HardwareSpec
+
+
+@dataclass(frozen=True)
+class Parallel:
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    imbalance: float = 1.0
+
+    @property
+    def gpus(self) -> int:
+        """GPUs per replica: TP x PP (EP reuses the TP GPUs)."""
+        return self.tp * self.pp
+
+    @property
+    def expert_tp(self) -> int:
+        """Ways each expert's width is split: TP / EP."""
+        return self.tp // self.ep
+
+
+SINGLE = Parallel()  # one GPU, no split (frozen: safe as a default argument)
+
+
+def check(model: ModelSpec, par: Parallel) -> Parallel:
+    """Validate a split against a model; errors name the option."""
+    a = model.attention
+    for opt, v in (("--tp", par.tp), ("--pp", par.pp), ("--ep", par.ep)):
+        if not isinstance(v, (int, np.integer)) or v < 1:
+            raise SpecError(opt, None, f"must be a whole number >= 1, got {v!r}")
+    if a.num_heads % par.tp:
+        raise SpecError("--tp", None, f"{par.tp} does not divide {model.name}'s {a.num_heads} query heads")
+    if a.kind == "standard" and a.num_kv_heads % par.tp and par.tp % a.num_kv_heads:
+        raise SpecError("--tp", None, f"{par.tp} neither divides nor is a multiple of the "
+                                      f"{a.num_kv_heads} KV heads")
+    if par.pp > model.num_layers:
+        raise SpecError("--pp", None, f"{par.pp} stages exceed {model.name}'s {model.num_layers} layers")
+    if par.ep > 1:
+        if model.moe is None:
+            raise SpecError("--ep", None, f"expert parallelism needs an MoE model; {model.name} is dense")
+        if par.tp % par.ep:
+            raise SpecError("--ep", None, f"{par.ep} must divide --tp {par.tp} (experts spread over the TP GPUs)")
+        if model.moe.num_experts % par.ep:
+            raise SpecError("--ep", None, f"{par.ep} does not divide the {model.moe.num_experts} experts")
+    if par.imbalance < 1:
+        raise SpecError("--imbalance", None, f"must be >= 1 (busiest GPU over mean), got {par.imbalance}")
+    return par
+
+
+def kv_heads_per_gpu(model: ModelSpec, tp: int) -> int:
+    """Hkv / TP, or 1 when TP exceeds Hkv (each GPU then keeps a replica of one KV head)."""
+    return max(model.attention.num_kv_heads // tp, 1)
+
+
+def link(hw: HardwareSpec, par: Parallel) -> tuple[float, float]:
+    """(bytes/s per direction, seconds per hop) of the scale-up link; needed only when split."""
+    if par.tp == 1 and par.pp == 1:
+        return math.inf, 0.0
+    if hw.interconnect is not None:
+        return hw.interconnect.bandwidth_gb_s_per_direction * 1e9, hw.interconnect.latency_us * 1e-6
+    if hw.pcie is not None:
+        return hw.pcie.bandwidth_gb_s_per_direction * 1e9, 10e-6
+    raise SpecError(hw.name, "interconnect", "missing: a multi-GPU split needs the link bandwidth")
+
+
+def ring_allreduce(message_bytes, n: int) -> tuple[np.ndarray, float]:
+    """(bytes each GPU sends, latency hops) of a ring all-reduce: 2 (n-1)/n * M, 2 (n-1)."""
+    return 2.0 * (n - 1) / n * np.asarray(message_bytes, float), 2.0 * (n - 1)
+
+
+def all_to_all(per_gpu_bytes, n: int) -> tuple[np.ndarray, float]:
+    """(bytes each GPU sends, hops): (n-1)/n of its data leaves; n-1 peers."""
+    return (n - 1) / n * np.asarray(per_gpu_bytes, float), float(n - 1)
+
+
+def sharded_weight_bytes(model: ModelSpec, weight_bytes_per_param: float, base_bytes: float,
+                         par: Parallel) -> float:
+    """Weights held by the busiest GPU: its stage's layers (ceil(L / PP)) sharded by TP,
+    plus the vocab-parallel embedding and lm_head (V*H / TP each, on the first and last
+    stage; both on one GPU when PP = 1). Replicated pieces: norms, MoE routers, MLA's
+    down projections, and K/V projections when TP > Hkv."""
+    a, H, tp = model.attention, model.hidden_size, par.tp
+    if a.kind == "mla":
+        rq, rkv, dn, dr, dv, Hq = (a.q_lora_rank, a.kv_lora_rank, a.qk_nope_head_dim, a.qk_rope_head_dim,
+                                   a.v_head_dim, a.num_heads)
+        q = H * Hq * (dn + dr) / tp if rq is None else H * rq + rq + rq * Hq * (dn + dr) / tp
+        attn = q + H * (rkv + dr) + rkv + rkv * Hq * (dn + dv) / tp + Hq * dv * H / tp
+    else:
+        full = model.attention_params()
+        kv = 2 * H * a.num_kv_heads * a.head_dim
+        attn = (full - kv) / tp + kv * kv_heads_per_gpu(model, tp) / a.num_kv_heads
+    moe_layers = model.moe_layers
+    n_moe = int(moe_layers.sum())
+    b = model.param_breakdown()
+    dense_mlp = b["mlp"] / max(model.num_layers - n_moe, 1) / tp
+    moe = ((b["routed_experts"] + b["shared_experts"]) / tp + b["router"]) / max(n_moe, 1)
+    per_layer_linear = attn + np.where(moe_layers, moe, dense_mlp)
+    norms = model.norms_per_layer * model.norm_params() if model.norm != "none" else 0
+    stage_layers = math.ceil(model.num_layers / par.pp)
+    # the heaviest stage: the most expensive run of stage_layers consecutive layers
+    cums = np.concatenate([[0.0], np.cumsum(per_layer_linear)])
+    heaviest = max(cums[i + stage_layers] - cums[i] for i in range(0, model.num_layers - stage_layers + 1))
+    vocab = model.vocab_size * H / tp
+    ends = vocab * (1 if model.tie_embeddings or par.pp > 1 else 2)
+    ends += model.param_breakdown()["position_embedding"] + (model.norm_params() if model.norm != "none" else 0)
+    return float(heaviest * weight_bytes_per_param + (stage_layers * norms + ends) * base_bytes)

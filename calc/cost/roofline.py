@@ -1,0 +1,212 @@
+"""Roofline time of each operator and of a whole pass.
+
+time(op) = max(FLOPs / (peak * compute_eff), bytes / (bandwidth * memory_eff))
+           + kernels * kernel_overhead
+           (matmuls: compute_eff x M / (M + m_half); each kernel's stream efficiency
+            x bytes / (bytes + half): small GEMMs and small transfers fall short of peak)
+           + sent bytes / link bandwidth + hops * link latency     (collectives only)
+time(pass) = sum over operators + step_overhead
+
+Attention operators use both efficiencies times the profile's attention share; a
+profile may override its efficiencies per compute dtype (efficiency.by_dtype).
+
+"bound" is whichever of the two terms won. Intensity is FLOPs / bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cached_property
+
+import numpy as np
+
+from calc.cost.operators import STREAMS, Dtypes, OpCost, accumulate, total
+from calc.spec.hardware import HardwareSpec
+from calc.core.units import MB, MICRO
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Fractions of peak and fixed overheads used for times (the profile's, or ideal).
+
+    ``attention`` scales both roofs for attention operators (1: as for GEMMs);
+    ``by_dtype`` holds (compute dtype, Efficiency) pairs that replace this one for
+    passes at that compute dtype (see ``for_dtype``); empty unless a profile has them.
+    """
+
+    compute: float = 1.0
+    memory: float = 1.0
+    kernel_overhead_s: float = 0.0
+    step_overhead_s: float = 0.0
+    attention: float = 1.0
+    by_dtype: tuple[tuple[str, Efficiency], ...] = ()
+    gemm_m_half: float = 0.0  # tokens: matmul efficiency x M / (M + m_half)
+    memory_half_bytes: float = 0.0  # bytes: stream efficiency x b / (b + half), per kernel
+    engine: str | None = None  # the preset applied, if any
+    request_overhead_s: float = 0.0  # per request, outside the model (serving stack); never in TTFT
+
+    @classmethod
+    def of(cls, hw: HardwareSpec, ideal: bool = False, engine: str | None = None) -> Efficiency:
+        """The profile's efficiencies, with its engine preset (or ``engine``) applied on top;
+        ideal (or the "ideal" preset): none at all."""
+        if ideal:
+            return cls()
+        e = hw.efficiency
+        top = cls(e.compute, e.memory, hw.kernel_overhead_s, hw.step_overhead_s, e.attention,
+                  gemm_m_half=e.gemm_m_half, memory_half_bytes=e.memory_half_mb * MB)
+        over = []
+        for dtype, d in e.by_dtype.items():
+            pick = lambda v, default: default if v is None else v  # noqa: E731
+            over.append((dtype, replace(top, compute=pick(d.compute, top.compute), memory=pick(d.memory, top.memory),
+                                        kernel_overhead_s=pick(d.kernel_overhead_us, e.kernel_overhead_us) * MICRO,
+                                        step_overhead_s=pick(d.step_overhead_us, e.step_overhead_us) * MICRO,
+                                        attention=pick(d.attention, top.attention))))
+        top = replace(top, by_dtype=tuple(over))
+        name = engine or e.engine
+        if name is None:
+            return top
+        from calc.spec.engine import load_engine
+
+        return load_engine(name).apply(top)
+
+    def for_dtype(self, compute_dtype: str) -> Efficiency:
+        """The efficiencies of a pass at ``compute_dtype``: its override, else these."""
+        for dtype, e in self.by_dtype:
+            if dtype == compute_dtype:
+                return e
+        return self
+
+
+def peak_for(hw: HardwareSpec, dt: Dtypes, peak: str) -> float:
+    """FLOP/s roof for an operator class: matmul at the compute dtype, attention at its
+    own (16-bit) dtype, elementwise ("vector") at fp32 without tensor cores."""
+    if peak == "matmul":
+        return hw.peak_flops_per_s(dt.compute)
+    if peak == "attention":
+        return hw.peak_flops_per_s(dt.attention_compute)
+    return hw.peak_flops_per_s("fp32")
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """An operator with its roofline terms, per occurrence (multiply by op.layers for totals)."""
+
+    op: OpCost
+    compute_s: np.ndarray
+    memory_s: np.ndarray
+    overhead_s: np.ndarray
+    comm_s: np.ndarray = np.float64(0.0)
+
+    @cached_property
+    def time_s(self) -> np.ndarray:
+        return np.maximum(self.compute_s, self.memory_s) + self.overhead_s + self.comm_s
+
+    @property
+    def total_time_s(self) -> np.ndarray:
+        return self.time_s * self.op.layers
+
+    @property
+    def compute_bound(self) -> np.ndarray:
+        return self.compute_s >= self.memory_s
+
+    @property
+    def intensity(self) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.op.bytes > 0, self.op.flops / np.where(self.op.bytes > 0, self.op.bytes, 1), np.inf)
+
+
+def op_time(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency,
+            link: tuple[float, float] = (np.inf, 0.0)) -> OpTime:
+    """Roofline terms of one operator; ``link`` is (bytes/s per direction, s per hop)."""
+    if op.kind == "comm":
+        bw, hop_s = link
+        z = np.float64(0.0)
+        return OpTime(op, z, z, z, op.comm_bytes / bw + op.comm_hops * hop_s)
+    eff = eff.for_dtype(dt.compute)
+    share = eff.attention if op.kind == "attention" else 1.0
+    compute = op.flops / (peak_for(hw, dt, op.peak) * eff.compute * share)
+    if eff.gemm_m_half and op.kind == "linear":
+        # a GEMM of M rows reaches compute x M / (M + m_half): small-M tiles run mostly empty
+        compute = compute * (1.0 + eff.gemm_m_half / np.maximum(op.rows, 1e-9))
+    # a kernel moving b bytes reaches memory x b / (b + half): its time gains half / bandwidth
+    moved = op.bytes + op.kernels * eff.memory_half_bytes
+    memory = moved / (hw.memory_bandwidth_bytes_per_s * eff.memory * share)
+    overhead = np.float64(op.kernels * eff.kernel_overhead_s)
+    return OpTime(op, compute, memory, overhead)
+
+
+@dataclass(frozen=True)
+class PhaseCost:
+    """A whole pass: totals over operators, its time and what bounds it."""
+
+    ops: tuple[OpTime, ...]
+    step_overhead_s: float
+
+    def _sum(self, field: str) -> np.ndarray:
+        return total([t.op for t in self.ops], field)
+
+    @cached_property
+    def flops(self) -> np.ndarray:
+        return accumulate(t.op.flops * t.op.layers for t in self.ops)
+
+    @cached_property
+    def linear_flops(self) -> np.ndarray:
+        return self._sum("linear_flops")
+
+    @cached_property
+    def attention_flops(self) -> np.ndarray:
+        return self._sum("attention_flops")
+
+    @cached_property
+    def other_flops(self) -> np.ndarray:
+        return self._sum("other_flops")
+
+    @cached_property
+    def bytes(self) -> np.ndarray:
+        return accumulate(t.op.bytes * t.op.layers for t in self.ops)
+
+    def stream_bytes(self) -> dict[str, np.ndarray]:
+        return {s: self._sum(s) for s in STREAMS}
+
+    @cached_property
+    def compute_s(self) -> np.ndarray:
+        return accumulate(t.compute_s * t.op.layers for t in self.ops)
+
+    @cached_property
+    def memory_s(self) -> np.ndarray:
+        return accumulate(t.memory_s * t.op.layers for t in self.ops)
+
+    @cached_property
+    def time_s(self) -> np.ndarray:
+        return accumulate(t.total_time_s for t in self.ops) + self.step_overhead_s
+
+    @cached_property
+    def comm_s(self) -> np.ndarray:
+        """Time spent in collectives (included in time_s)."""
+        return accumulate(t.comm_s * t.op.layers for t in self.ops)
+
+    @property
+    def comm_bytes(self) -> np.ndarray:
+        """Bytes this GPU sends over the link during the pass."""
+        return self._sum("comm_bytes")
+
+    @property
+    def intensity(self) -> np.ndarray:
+        return self.flops / self.bytes
+
+    @property
+    def compute_bound(self) -> np.ndarray:
+        """The phase is compute-bound when its operators' compute terms outweigh memory terms."""
+        return self.compute_s >= self.memory_s
+
+    @property
+    def bound(self):
+        """compute, memory, or communication when collectives outweigh both."""
+        comm = self.comm_s > np.maximum(self.compute_s, self.memory_s)
+        return np.where(comm, "communication", np.where(self.compute_bound, "compute", "memory"))
+
+
+def phase_cost(ops: list[OpCost], hw: HardwareSpec, dt: Dtypes, eff: Efficiency,
+               link: tuple[float, float] = (np.inf, 0.0)) -> PhaseCost:
+    step_s = eff.for_dtype(dt.compute).step_overhead_s
+    return PhaseCost(tuple(op_time(op, hw, dt, eff, link) for op in ops), step_s)

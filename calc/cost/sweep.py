@@ -1,0 +1,122 @@
+"""Grids of scenarios -> one pandas DataFrame, vectorised through the estimators.
+
+The categorical axes (model, hardware, dtypes, TP) are a short Python loop; the
+numeric axes (batch, prompt length, output length) are one broadcast numpy call
+per combination, evaluated in cache-sized chunks. Columns carry their unit in
+the name (``_s``, ``_bytes``, ``_flops``, ``_tokens``, ``_per_s``, ``_usd``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import numpy as np
+
+from calc.spec.catalog import load_hardware, load_model
+from calc.core.errors import SpecError
+from calc.cost.latency import estimate
+
+MAX_SCENARIOS = 100_000_000
+CHUNK = 32_768  # scenarios per vectorised call: arrays stay in cache
+
+
+def _listify(value) -> list:
+    if value is None:
+        return [None]
+    if isinstance(value, (str, int, float)) or not isinstance(value, Sequence):
+        return [value]
+    return list(value)
+
+
+def grid_size(**axes) -> int:
+    return int(np.prod([len(_listify(v)) for v in axes.values()], dtype=float))
+
+
+def _columns(est, model, hw, tp) -> dict[str, np.ndarray]:
+    """The DataFrame columns of one vectorised estimate (flattened)."""
+    gpus = est.parallel.gpus
+    out_tps = est.output_tokens_per_s
+    cols = {
+        "batch": est.batch, "prompt_tokens": est.prompt_len, "output_tokens": est.output_len,
+        "ttft_s": est.ttft_s, "tpot_s": est.tpot_s, "e2e_s": est.e2e_s,
+        "output_tokens_per_s": out_tps, "total_tokens_per_s": est.total_tokens_per_s,
+        "prefill_flops": est.prefill.flops, "prefill_bytes": est.prefill.bytes,
+        "prefill_intensity_flop_per_byte": est.prefill.intensity, "prefill_bound": est.prefill.bound,
+        "decode_context_tokens": est.prompt_len, "decode_step_s": est.decode.time_s,
+        "decode_flops": est.decode.flops, "decode_bytes": est.decode.bytes,
+        "decode_intensity_flop_per_byte": est.decode.intensity, "decode_bound": est.decode.bound,
+        "comm_decode_s": est.decode.comm_s,
+        "weights_bytes_per_gpu": est.memory.weights_bytes, "kv_cache_bytes_per_gpu": est.memory.kv_cache_bytes,
+        "activation_bytes_per_gpu": est.memory.activation_bytes, "memory_bytes_per_gpu": est.memory.total_bytes,
+        "capacity_bytes_per_gpu": est.memory.capacity_bytes, "fits": est.memory.fits,
+        "kv_cache_bytes": est.kv_cache_bytes,
+    }
+    if hw.price is not None:
+        usd_per_s = hw.price.usd_per_hour * gpus / 3600.0
+        cols["usd_per_hour"] = hw.price.usd_per_hour * gpus
+        cols["usd_per_million_output_tokens"] = usd_per_s / out_tps * 1e6
+    n = np.size(est.batch)
+    out = {k: np.broadcast_to(np.asarray(v), np.shape(est.batch)).reshape(n) for k, v in cols.items()}
+    for k in ("batch", "prompt_tokens", "output_tokens", "decode_context_tokens"):
+        out[k] = out[k].astype(np.int64)
+    return out
+
+
+def sweep(model="llama-3.1-8b", hardware="h100-sxm", batch=1, prompt_len=512, output_len=128, *,
+          weight_dtype=None, kv_dtype=None, compute_dtype=None, tp=1, pp=1, attention=None,
+          ideal=False, engine=None, max_scenarios: int = MAX_SCENARIOS):
+    """Every combination of the given values -> a DataFrame with one row per scenario.
+
+    Each argument takes one value or a list. Model and hardware take catalog names,
+    paths or specs. Rows are in the nested order model, hardware, weight dtype,
+    KV dtype, TP, batch, prompt, output.
+    """
+    import pandas as pd
+
+    axes = dict(model=model, hardware=hardware, weight_dtype=weight_dtype, kv_dtype=kv_dtype, tp=tp, pp=pp,
+                batch=batch, prompt_len=prompt_len, output_len=output_len)
+    n = grid_size(**axes)
+    if n == 0:
+        raise SpecError("sweep", None, "the grid is empty: give at least one value for every axis")
+    if n > max_scenarios:
+        raise SpecError("sweep", None, f"the grid has {n:,} scenarios, more than {max_scenarios:,} "
+                                       "(pass --yes to run it anyway)")
+    numeric = np.meshgrid(np.asarray(_listify(batch), float), np.asarray(_listify(prompt_len), float),
+                          np.asarray(_listify(output_len), float), indexing="ij")
+    B, T, G = (a.reshape(-1) for a in numeric)
+    frames = []
+    for m_ref, h_ref, wd, kd, tp_n, pp_n in itertools.product(
+            _listify(model), _listify(hardware), _listify(weight_dtype), _listify(kv_dtype), _listify(tp),
+            _listify(pp)):
+        m, hw = load_model(m_ref), load_hardware(h_ref)
+        parts = []
+        for i in range(0, B.size, CHUNK):
+            sl = slice(i, i + CHUNK)
+            est = estimate(m, hw, B[sl], T[sl], G[sl], weight_dtype=wd, kv_dtype=kd, compute_dtype=compute_dtype,
+                           attention=attention, ideal=ideal, tp=int(tp_n), pp=int(pp_n), engine=engine)
+            parts.append(_columns(est, m, hw, tp_n))
+        cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        head = {"model": m.name, "hardware": hw.name, "weight_dtype": est.dtypes.weight, "kv_dtype": est.dtypes.kv,
+                "compute_dtype": est.dtypes.compute, "tp": int(tp_n), "pp": int(pp_n), "gpus": int(tp_n) * int(pp_n)}
+        frame = pd.DataFrame(cols)
+        for j, (k, v) in enumerate(head.items()):
+            frame.insert(j, k, v)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+def write_frame(frame, path) -> None:
+    """CSV, or JSON lines for .jsonl/.json, written atomically (temp file, then rename)."""
+    from pathlib import Path
+
+    from calc.core.files import atomic_write
+
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".csv", ".jsonl", ".json"):
+        raise SpecError("--out", None, f"{path}: use a .csv or .jsonl file name")
+    if suffix == ".csv":
+        atomic_write(path, lambda fh: frame.to_csv(fh, index=False))
+    else:
+        atomic_write(path, lambda fh: frame.to_json(fh, orient="records", lines=True))

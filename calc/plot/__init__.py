@@ -1,0 +1,1 @@
+"""Matplotlib charts (imported lazily)."""

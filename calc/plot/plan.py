@@ -1,0 +1,169 @@
+"""The charts of a capacity plan, as PNG bytes: cost vs latency (with the Pareto front), KV
+cache over time, and the roofline of the chosen replica's GPU with its mean steps.
+
+matplotlib is imported inside the functions (Agg canvas, no pyplot state); the roofline
+uses calc.plot.charts.roofline_chart when that module is there and draws its own roofs otherwise.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+
+from calc.render import text as render
+from calc.core.errors import SpecError
+from calc.serving.plan import Plan, Trial
+
+
+def _s(v) -> str:
+    return render.seconds(v)
+
+
+def _figure(ncols: int = 1, size=(9.0, 4.8)):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=size, dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
+    return fig, axes
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def _cost_axis(plan: Plan, t: Trial) -> float:
+    return t.usd_per_hour if plan.prices_known else float(t.gpus)
+
+
+def _front(points) -> list[tuple[float, float]]:
+    """(cost, latency) points that no other point beats on both lower cost and lower latency."""
+    out, best = [], math.inf
+    for x, y in sorted(points):
+        if y < best:
+            out.append((x, y))
+            best = y
+    return out
+
+
+def pareto_png(plan: Plan) -> bytes:
+    """Cost against TTFT p99 and TPOT p99 for every simulated configuration; the Pareto front
+    of those that meet the SLOs; the chosen one starred; SLO targets dashed."""
+    fig, axes = _figure(2, (10.0, 4.6))
+    trials = [t for t in plan.trials if t.same_as is None]
+    chosen = plan.chosen
+    targets = plan.workload.spec.slo.targets()
+    for ax, metric in zip(axes, ("ttft", "tpot"), strict=True):
+        for ok, color, label in ((True, "#2ca02c", "meets the SLOs"), (False, "#bbbbbb", "misses")):
+            pts = [(_cost_axis(plan, t), t.stats[f"{metric}_p99"]) for t in trials if t.meets == ok]
+            if pts:
+                x, y = zip(*pts, strict=True)
+                ax.scatter(x, y, s=28, c=color, edgecolors="#555555", linewidths=0.4, label=label, zorder=3,
+                           gid=f"trials:{metric}:{'ok' if ok else 'miss'}")
+        ok_pts = [(_cost_axis(plan, t), t.stats[f"{metric}_p99"]) for t in trials if t.meets]
+        front = _front(ok_pts)
+        if len(front) > 1:
+            fx, fy = zip(*front, strict=True)
+            ax.plot(fx, fy, "-", color="#2ca02c", lw=5, alpha=0.25, label="Pareto front", gid=f"front:{metric}")
+        if chosen is not None:
+            ax.scatter([_cost_axis(plan, chosen)], [chosen.stats[f"{metric}_p99"]], marker="*", s=260,
+                       c="#d62728", edgecolors="black", zorder=5, label="chosen", gid=f"chosen:{metric}")
+        key = f"{metric}_p99"
+        if key in targets:
+            ax.axhline(targets[key], color="#d62728", ls="--", lw=1, label="SLO target", gid=f"slo:{metric}")
+        ax.set_yscale("log")
+        ax.set_xlabel("USD per hour (all replicas)" if plan.prices_known else "GPUs (price unknown)")
+        ax.set_ylabel(f"{metric.upper()} p99 (s)")
+        ax.grid(True, alpha=0.3)
+        ax.set_title(f"cost vs {metric.upper()} p99", fontsize=10)
+    axes[0].legend(fontsize=8, loc="best")
+    fig.suptitle(f"{plan.workload.spec.name}: every simulated configuration", fontsize=11)
+    return _png(fig)
+
+
+def kv_png(t: Trial) -> bytes:
+    """One replica of the chosen configuration over the simulation: KV pages in use, running
+    batch and waiting queue."""
+    fig, (ax,) = _figure(1, (9.0, 4.2))
+    tl = t.sim.timeline
+    step = max(1, tl["t_s"].size // 4000)
+    x = tl["t_s"][::step]
+    ax.plot(x, 100 * tl["kv_used"][::step], color="#1f77b4", lw=1, label="KV pages in use (%)", gid="kv_used")
+    ax.set_ylim(0, 105)
+    ax.set_xlabel("simulated time (s)")
+    ax.set_ylabel("KV pages in use (% of the replica's pages)")
+    ax2 = ax.twinx()
+    ax2.plot(x, tl["running"][::step], color="#ff7f0e", lw=0.8, alpha=0.8, label="running batch", gid="running")
+    ax2.plot(x, tl["waiting"][::step], color="#7f7f7f", lw=0.8, alpha=0.8, label="waiting", gid="waiting")
+    ax2.axhline(t.replica.max_batch, color="#ff7f0e", ls=":", lw=1, label=f"max batch {t.replica.max_batch}")
+    ax2.set_ylabel("requests")
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper right")
+    ax.grid(True, alpha=0.3)
+    ax.set_title(f"One replica of {t.label}: {t.sim.pages:,} KV pages of {t.replica.kv.block_size} tokens; "
+                 f"mean use {t.sim.kv_used_mean:.0%}, {int(t.sim.preemptions.sum())} preemptions", fontsize=10)
+    return _png(fig)
+
+
+def mean_step(t: Trial, with_chunk: bool):
+    """(features-free) mixed_step_cost of a representative step of the chosen replica: its mean
+    running batch decoding at the mean decode context, plus one prefill chunk if asked."""
+    from calc.cost.latency import mixed_step_cost
+
+    r = t.replica
+    T, G = t.sim.prompt_len, t.sim.output_len
+    ctx = float(np.mean(T + (G - 1) / 2.0))
+    n = max(int(round(t.sim.running_mean)), 1)
+    new = [1.0] * n
+    past = [ctx] * n
+    if with_chunk:
+        new.append(float(min(np.mean(T), r.serving.max_batched_tokens)))
+        past.append(0.0)
+    return mixed_step_cost(r.model, r.hw, new, past, r.dt, r.eff, r.attention, r.par,
+                           phase="prefill" if with_chunk else "decode"), n, ctx
+
+
+def roofline_png(t: Trial) -> bytes:
+    """The roofline of the chosen replica's GPU with its decode step (mean running batch, mean
+    context) and a step that also carries a prefill chunk. Uses calc.plot.charts.roofline_chart when
+    it is there (per-operator points of the decode step), else draws the roofs here."""
+    r = t.replica
+    decode, n, ctx = mean_step(t, False)
+    mixed, _, _ = mean_step(t, True)
+    fig = None
+    try:
+        from calc.plot.charts import roofline_chart
+
+        fig = roofline_chart(r.model, r.hw, batch=n, prompt_len=int(ctx), context=int(ctx),
+                             weight_dtype=r.dt.weight, kv_dtype=r.dt.kv, tp=r.tp, phases=("decode",))
+        ax = fig.axes[0]
+    except (ImportError, AttributeError, TypeError, SpecError):
+        fig, (ax,) = _figure(1, (9.0, 5.0))
+        from calc.cost.roofline import peak_for
+
+        eff = r.eff.for_dtype(r.dt.compute)
+        peak = peak_for(r.hw, r.dt, "matmul") * eff.compute
+        bw = r.hw.memory_bandwidth_bytes_per_s * eff.memory
+        xs = np.logspace(-1, 4, 200)
+        ax.plot(xs, np.minimum(peak, bw * xs) / 1e12, color="#222222", lw=1.6,
+                label=f"{r.hw.name}: {bw / 1e12:.2f} TB/s, {peak / 1e12:.0f} TFLOP/s", gid="roof")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+        ax.set_ylabel("achieved TFLOP/s")
+        ax.grid(True, alpha=0.3)
+        ax.set_title(f"{r.model.name} on {r.hw.name} TP{r.tp}", fontsize=10)
+    for cost, label, color, off, ha in ((decode, f"decode step: {n} sequences at context {ctx:,.0f}", "#ff7f0e",
+                                         (12, -30), "left"),
+                                        (mixed, "the same step plus a prefill chunk", "#1f77b4", (-12, 14), "right")):
+        x, y = float(cost.intensity), float(cost.flops / cost.time_s) / 1e12
+        ax.scatter([x], [y], marker="P", s=220, c=color, edgecolors="black", zorder=6, gid=f"step:{label}")
+        ax.annotate(f"{label}\n{_s(float(cost.time_s))}, {cost.bound}-bound", (x, y), xytext=off,
+                    textcoords="offset points", ha=ha, fontsize=7, weight="bold", color=color)
+    return _png(fig)

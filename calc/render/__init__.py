@@ -1,0 +1,1 @@
+"""Text, markdown and HTML renderings of results (never recomputes)."""

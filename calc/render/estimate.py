@@ -1,0 +1,171 @@
+"""The JSON contract of `roofline estimate` (DESIGN.md), built in one place, and its text form."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from calc.render import text as render
+from calc.cost.latency import Estimate
+from calc.cost.roofline import PhaseCost
+
+
+def _at(value, i: tuple):
+    arr = np.asarray(value)
+    v = arr[i] if arr.ndim else arr
+    if isinstance(v, np.bool_):
+        return bool(v)
+    if isinstance(v, np.str_):
+        return str(v)
+    f = float(v)
+    return None if math.isnan(f) else f
+
+
+def _phase(ph: PhaseCost, i: tuple) -> dict:
+    return {
+        "flops": _at(ph.flops, i),
+        "linear_flops": _at(ph.linear_flops, i),
+        "attention_flops": _at(ph.attention_flops, i),
+        "other_flops": _at(ph.other_flops, i),
+        "bytes": _at(ph.bytes, i),
+        "bytes_by_stream": {k: _at(v, i) for k, v in ph.stream_bytes().items()},
+        "intensity": _at(ph.intensity, i),
+        "compute_s": _at(ph.compute_s, i),
+        "memory_s": _at(ph.memory_s, i),
+        "time_s": _at(ph.time_s, i),
+        "bound": _at(ph.bound, i),
+    }
+
+
+def estimate_records(est: Estimate) -> list[dict]:
+    """One contract dict per scenario (B, T, G broadcast together), in C order."""
+    shape = np.shape(est.batch)
+    hw = est.hardware
+    out = []
+    for i in np.ndindex(shape) if shape else [()]:
+        G = _at(est.output_len, i)
+        rec = {
+            "model": est.model.name,
+            "hardware": hw.name,
+            "batch": int(_at(est.batch, i)),
+            "prompt_len": int(_at(est.prompt_len, i)),
+            "output_len": int(G),
+            "weight_dtype": est.dtypes.weight,
+            "kv_dtype": est.dtypes.kv,
+            "compute_dtype": est.dtypes.compute,
+            "attention": est.attention,
+            "ideal": est.ideal,
+            "calibrated": hw.calibration is not None,
+            "tp": est.parallel.tp,
+            "pp": est.parallel.pp,
+            "ep": est.parallel.ep,
+            "gpus": est.parallel.gpus,
+            "weight_bytes": est.weight_bytes,
+            "kv_cache_bytes": _at(est.kv_cache_bytes, i),
+            "prefill": _phase(est.prefill, i),
+            "decode": {"context": int(_at(est.prompt_len, i)), **_phase(est.decode, i)},
+            "ttft_s": _at(est.ttft_s, i),
+            "serving_overhead_s": est.serving_overhead_s,
+            "tpot_s": _at(est.tpot_s, i) if G > 1 else None,
+            "e2e_s": _at(est.e2e_s, i),
+            "output_tokens_per_s": _at(est.output_tokens_per_s, i),
+            "total_tokens_per_s": _at(est.total_tokens_per_s, i),
+            "ridge_point": hw.ridge_point(est.dtypes.compute),
+            "communication": {
+                "prefill": {"bytes": _at(est.prefill.comm_bytes, i), "time_s": _at(est.prefill.comm_s, i)},
+                "decode": {"bytes": _at(est.decode.comm_bytes, i), "time_s": _at(est.decode.comm_s, i)},
+            },
+            "memory": {
+                "weights_bytes": _at(est.memory.weights_bytes, i),
+                "kv_cache_bytes": _at(est.memory.kv_cache_bytes, i),
+                "activation_bytes": _at(est.memory.activation_bytes, i),
+                "total_bytes": _at(est.memory.total_bytes, i),
+                "capacity_bytes": est.memory.capacity_bytes,
+                "fits": _at(est.memory.fits, i),
+                "shortfall_bytes": _at(est.memory.shortfall_bytes, i),
+            },
+        }
+        if est.parallel.pp > 1:
+            rec["pipeline"] = {
+                "prefill_stage_s": _at(est.stage_s(est.prefill), i),
+                "decode_stage_s": _at(est.stage_s(est.decode), i),
+                "output_tokens_per_s": _at(est.pipelined_output_tokens_per_s, i),
+            }
+        out.append(rec)
+    return out
+
+
+def flat_record(rec: dict) -> dict:
+    """Nested contract dict -> one flat CSV row (prefill.time_s -> prefill_time_s)."""
+    flat: dict = {}
+    for k, v in rec.items():
+        if isinstance(v, dict):
+            for k2, v2 in flat_record(v).items():
+                flat[f"{k}_{k2}"] = v2
+        else:
+            flat[k] = v
+    return flat
+
+
+def _fit_line(m: dict) -> str:
+    used = f"{render.nbytes(m['total_bytes'])} of {render.nbytes(m['capacity_bytes'])}"
+    if m["fits"]:
+        return f"fits: {used} ({render.percent(m['total_bytes'] / m['capacity_bytes'])})"
+    return f"DOES NOT FIT: {used}, short by {render.nbytes(m['shortfall_bytes'])}"
+
+
+def estimate_text(rec: dict) -> str:
+    """The readable single-scenario table."""
+    head = (f"{rec['model']} on {rec['hardware']}: batch {rec['batch']}, prompt {rec['prompt_len']}, "
+            f"output {rec['output_len']}; weights {rec['weight_dtype']}, KV {rec['kv_dtype']}, "
+            f"compute {rec['compute_dtype']}, attention {rec['attention']}"
+            + (", ideal roofline" if rec["ideal"] else "") + (", calibrated profile" if rec["calibrated"] else "")
+            + (f"; TP {rec['tp']} x PP {rec['pp']}" + (f", EP {rec['ep']}" if rec["ep"] > 1 else "")
+               + f" = {rec['gpus']} GPUs (times and memory per GPU)" if rec["gpus"] > 1 or rec["ep"] > 1 else ""))
+    rows = []
+    for label, ph in (("prefill", rec["prefill"]), (f"decode @ {rec['decode']['context']}", rec["decode"])):
+        rows.append([label, render.si(ph["flops"], "FLOP"), render.nbytes(ph["bytes"]),
+                     f"{ph['intensity']:.3g}", render.seconds(ph["time_s"]), ph["bound"]])
+    phases = render.table(rows, ["phase", "FLOPs", "bytes", "FLOP/B", "time", "bound"])
+    tpot = render.seconds(rec["tpot_s"]) if rec["tpot_s"] is not None else "- (one output token)"
+    comm = rec["communication"]
+    extra = []
+    if rec["serving_overhead_s"]:
+        extra.append(f"serving stack  + {render.seconds(rec['serving_overhead_s'])} per request (receive, tokenise, "
+                     "schedule, respond: the engine preset's figure, not in TTFT or e2e)")
+    if comm["decode"]["bytes"]:
+        extra.append(f"communication  prefill {render.nbytes(comm['prefill']['bytes'])} sent in "
+                     f"{render.seconds(comm['prefill']['time_s'])}, decode step {render.nbytes(comm['decode']['bytes'])} "
+                     f"in {render.seconds(comm['decode']['time_s'])} (per GPU, in the times above)")
+    if "pipeline" in rec:
+        p = rec["pipeline"]
+        extra.append(f"pipeline  stage {render.seconds(p['decode_stage_s'])} per decode step; with {rec['pp']} "
+                     f"micro-batches in flight {p['output_tokens_per_s']:.4g} output tok/s")
+    m = rec["memory"]
+    lines = [
+        head,
+        "",
+        phases,
+        f"(ridge point {rec['ridge_point']:.0f} FLOP/B at {rec['compute_dtype']})",
+        "",
+        f"TTFT  {render.seconds(rec['ttft_s'])}   TPOT  {tpot}   e2e  {render.seconds(rec['e2e_s'])}",
+        f"throughput  {rec['output_tokens_per_s']:.4g} output tok/s, {rec['total_tokens_per_s']:.4g} total tok/s",
+        *extra,
+        "",
+        f"memory  weights {render.nbytes(m['weights_bytes'])} + KV {render.nbytes(m['kv_cache_bytes'])} "
+        f"+ activations {render.nbytes(m['activation_bytes'])} = {render.nbytes(m['total_bytes'])}",
+        _fit_line(m),
+    ]
+    return "\n".join(lines)
+
+
+def estimate_rows_text(recs: list[dict]) -> str:
+    """One row per scenario when several values were given."""
+    rows = [[r["batch"], r["prompt_len"], r["output_len"], render.seconds(r["ttft_s"]),
+             render.seconds(r["tpot_s"]), render.seconds(r["e2e_s"]), f"{r['output_tokens_per_s']:.4g}",
+             r["prefill"]["bound"], r["decode"]["bound"], render.nbytes(r["memory"]["total_bytes"]),
+             "yes" if r["memory"]["fits"] else "NO"] for r in recs]
+    head = f"{recs[0]['model']} on {recs[0]['hardware']} (weights {recs[0]['weight_dtype']}, KV {recs[0]['kv_dtype']})"
+    return head + "\n\n" + render.table(rows, ["batch", "prompt", "output", "TTFT", "TPOT", "e2e", "out tok/s",
+                                               "prefill", "decode", "memory", "fits"])

@@ -1,0 +1,1 @@
+"""Continuous batching: KV budget, step model, steady state, simulator, planner."""

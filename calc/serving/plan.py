@@ -1,0 +1,416 @@
+"""The planner: the cheapest configuration that meets a workload's SLOs at its load.
+
+Search space: hardware x GPUs per replica (TP degree, PP = 1) x max batch x replicas
+(data parallel; the load splits evenly: a Poisson stream of rate L over R replicas is
+R Poisson streams of rate L / R, a closed loop of C clients gives each replica C / R).
+
+For each (hardware, TP) the planner first rules out what cannot work, without
+simulating: a split the model does not allow, weights that do not fit, a request
+longer than the KV cache, a TTFT or TPOT target below what one request alone gets
+(its prefill; a decode step at batch 1). For each max batch the closed form
+(calc.serving.capacity.steady_state) gives the fewest replicas that can keep up; candidates
+are then simulated cheapest lower bound first, and for each the fewest replicas that
+meet the SLOs is found by simulation (more replicas only lower each one's load).
+The search stops once ``RUNNERS_UP + 1`` configurations meet the SLOs and every
+remaining candidate's lower bound costs more than they do.
+
+Cost: replicas x TP x USD per GPU-hour (the workload's override, else the profile's);
+hardware without a price is ranked by GPU count after the priced configurations.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from calc.serving.capacity import Replica, SteadyState, at_load, steady_state, step_features, validate_split
+from calc.cost.operators import Dtypes
+from calc.serving.simulate import SimResult, arrival_gaps, simulate
+from calc.spec.hardware import HardwareSpec
+from calc.core.units import GB
+from calc.spec.workload import LoadedWorkload
+
+RUNNERS_UP = 4
+SLO_NAMES = {"ttft_p50": "TTFT p50", "ttft_p99": "TTFT p99", "tpot_p50": "TPOT p50", "tpot_p99": "TPOT p99",
+             "e2e_p99": "e2e p99"}
+BACKLOG_LIMIT = 0.02  # queue growth (share of arrivals) above which a replica falls behind
+GUESS_UTIL = 0.85  # first guess: the fewest replicas at or below this closed-form utilisation
+
+
+def _ms(seconds: float) -> str:
+    from calc.render import text as render
+
+    return render.seconds(seconds)
+
+
+@dataclass(frozen=True)
+class Trial:
+    """R replicas of one configuration, simulated at the workload's load (one replica's share)."""
+
+    replica: Replica
+    replicas: int
+    price_per_gpu_hour: float | None
+    sim: SimResult
+    saturation: SteadyState  # closed form, one replica, at saturation
+    load: SteadyState  # closed form, one replica, at its share of the load
+    utilisation: float | None  # offered / closed-form capacity (open loop)
+    targets: dict
+    same_as: int | None = None  # the max batch whose simulation this reuses (its cap never bound)
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.replica.tp
+
+    @property
+    def usd_per_hour(self) -> float | None:
+        return None if self.price_per_gpu_hour is None else self.price_per_gpu_hour * self.gpus
+
+    @property
+    def label(self) -> str:
+        r = self.replica
+        return f"{self.replicas} x {r.hw.name} TP{r.tp}, max batch {r.max_batch}"
+
+    @cached_property
+    def stats(self) -> dict[str, float]:
+        """p50, p90, p99 of TTFT, TPOT and e2e over the measured requests (seconds)."""
+        return {f"{m}_p{q}": self.sim.percentile(m, q) for m in ("ttft", "tpot", "e2e") for q in (50, 90, 99)}
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        return self.replicas * self.sim.output_tokens_per_s
+
+    @property
+    def goodput_per_s(self) -> float:
+        return self.replicas * self.sim.goodput_per_s(self.targets)
+
+    @property
+    def usd_per_million_output_tokens(self) -> float | None:
+        if self.usd_per_hour is None or not self.output_tokens_per_s > 0:
+            return None
+        return self.usd_per_hour / (self.output_tokens_per_s * 3600) * 1e6
+
+    @cached_property
+    def misses(self) -> list[tuple[str, float, float]]:
+        """(SLO, observed, target) for every SLO the simulation misses."""
+        out = []
+        for key, target in self.targets.items():
+            v = self.stats.get(key)
+            if v is not None and not (v <= target):
+                out.append((key, v, target))
+        return out
+
+    @property
+    def falls_behind(self) -> bool:
+        return self.sim.offered_per_s is not None and self.sim.backlog_growth() > BACKLOG_LIMIT
+
+    @property
+    def meets(self) -> bool:
+        return not self.misses and not self.falls_behind
+
+    @property
+    def miss_ratio(self) -> float:
+        """Worst observed / target over the SLOs (<= 1: all met); inf when the queue grows."""
+        if self.falls_behind:
+            return math.inf
+        return max([v / t for _, v, t in self.misses] or [max([self.stats[k] / t for k, t in self.targets.items()]
+                                                               or [0.0])])
+
+    def why(self) -> str:
+        """The failures in words, e.g. 'TTFT p99 2.1 s > 1 s'."""
+        parts = []
+        if self.falls_behind:
+            parts.append(f"falls behind: the queue grows by {self.sim.backlog_growth():.0%} of arrivals "
+                         f"(serves {self.sim.requests_per_s:.3g} of {self.sim.offered_per_s:.3g} req/s per replica)")
+        parts += [f"{SLO_NAMES[k]} {_ms(v)} > {_ms(t)}" for k, v, t in self.misses]
+        return "; ".join(parts) or "meets the SLOs"
+
+    @property
+    def bottleneck(self) -> str:
+        """What limits the replica: the KV cache (preemptions or > 90% of pages in use), the max
+        batch (running batch at its cap), else the roof most of the step time sits under."""
+        s = self.sim
+        if s.preemptions.sum() > 0 or s.kv_used_mean > 0.9:
+            return "KV cache"
+        if s.running_mean >= 0.9 * self.replica.max_batch:
+            return "max batch"
+        bt = s.bound_time_s
+        top = max(bt, key=bt.get)
+        return {"memory": "memory bandwidth", "compute": "compute", "communication": "interconnect"}[top]
+
+
+@dataclass
+class Option:
+    """One (hardware, TP, max batch): the trials run, the cheapest that meets the SLOs, or why none does."""
+
+    hw: HardwareSpec
+    tp: int
+    max_batch: int | None
+    price_per_gpu_hour: float | None
+    reason: str | None = None
+    kind: str | None = None  # split | fit | kv | ttft | tpot | gpus | slo | pruned
+    trials: list[Trial] = field(default_factory=list)
+    lower_bound_replicas: int | None = None
+
+    @property
+    def best(self) -> Trial | None:
+        ok = [t for t in self.trials if t.meets]
+        return min(ok, key=lambda t: t.replicas) if ok else None
+
+    @property
+    def label(self) -> str:
+        mb = f", max batch {self.max_batch}" if self.max_batch else ""
+        return f"{self.hw.name} TP{self.tp}{mb}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    workload: LoadedWorkload
+    options: list[Option]
+    wall_s: float
+    simulations: int
+    dtypes: Dtypes
+    prompt_len: np.ndarray  # the simulated requests (the same for every configuration)
+    output_len: np.ndarray
+
+    @property
+    def requests(self) -> int:
+        return int(self.prompt_len.size)
+
+    @property
+    def ranked(self) -> list[Trial]:
+        """Configurations that meet the SLOs: priced ones by USD/hour, then unpriced by GPUs;
+        ties go to the one with more headroom. A larger max batch that changes nothing (the
+        batch never reached the smaller cap) is left out."""
+        best = [o.best for o in self.options if o.best is not None and o.best.same_as is None]
+        return sorted(best, key=lambda t: (*_cost_key(t), t.miss_ratio))
+
+    @property
+    def chosen(self) -> Trial | None:
+        r = self.ranked
+        return r[0] if r else None
+
+    @property
+    def rejected(self) -> list[Option]:
+        return [o for o in self.options if o.best is None]
+
+    @property
+    def closest(self) -> Trial | None:
+        """When nothing meets the SLOs: the simulated trial whose worst SLO is nearest its target."""
+        trials = [t for o in self.options for t in o.trials]
+        if not trials:
+            return None
+        return min(trials, key=lambda t: (t.miss_ratio, _cost_key(t)))
+
+    @property
+    def trials(self) -> list[Trial]:
+        return [t for o in self.options for t in o.trials]
+
+    @property
+    def prices_known(self) -> bool:
+        return all(self.workload.price_per_gpu_hour(h) is not None for h in self.workload.hardware)
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _cost_key(t: Trial):
+    c = t.usd_per_hour
+    return (0, c, t.gpus) if c is not None else (1, t.gpus, 0.0)
+
+
+# --------------------------------------------------------------------------- floors
+
+
+def _floors(rep: Replica, T: np.ndarray, G: np.ndarray) -> dict[str, np.ndarray]:
+    """Per request, the latency it gets alone on an idle replica: TTFT = its prefill in
+    chunks of the token budget; TPOT = a decode step at batch 1 at its mean context."""
+    sm = rep.steps
+    budget = rep.serving.max_batched_tokens
+    kp = np.ceil(T / budget).astype(np.int64)
+    owner = np.repeat(np.arange(T.size), kp)
+    start = np.concatenate([[0], np.cumsum(kp)[:-1]])
+    i = np.arange(owner.size) - start[owner]
+    past = (i * budget).astype(float)
+    new = np.minimum(T[owner] - past, budget).astype(float)
+    x = step_features(rep.model, new[:, None], past[:, None])
+    ttft = np.bincount(owner, weights=sm.time_of(x, "prefill"), minlength=T.size)
+    ctx = T + (G - 1) / 2.0
+    tpot = sm.time_of(step_features(rep.model, np.ones((T.size, 1)), (ctx - 1)[:, None]), "decode")
+    return {"ttft": ttft, "tpot": np.where(G > 1, tpot, np.nan)}
+
+
+def _floor_reason(floors, targets) -> tuple[str, str] | None:
+    for key, target in targets.items():
+        metric, q = key.split("_p")
+        if metric not in floors:
+            continue
+        v = floors[metric][~np.isnan(floors[metric])]
+        if v.size and np.percentile(v, float(q)) > target:
+            what = "its prefill" if metric == "ttft" else "a decode step at batch 1"
+            return metric, (f"{SLO_NAMES[key]} floor: alone on an idle replica, {what} takes "
+                            f"{_ms(float(np.percentile(v, float(q))))} (p{q}) > {_ms(target)}")
+    return None
+
+
+# --------------------------------------------------------------------------- search
+
+
+class _Search:
+    def __init__(self, wl: LoadedWorkload, requests: int | None, dt: Dtypes):
+        self.wl = wl
+        spec = wl.spec
+        n = requests or wl.n
+        self.T, self.G = wl.prompt_len[:n], wl.output_len[:n]
+        self.targets = spec.slo.targets()
+        self.arrival = spec.arrival
+        self.gaps = arrival_gaps(self.T.size, spec.arrival.process, spec.arrival.cv, spec.seed)
+        self.dt = dt
+        self.sims = 0
+        self.done: dict[tuple, list[Trial]] = {}  # (hardware, TP, replicas) -> simulated trials
+
+    def trial(self, opt: Option, rep: Replica, sat: SteadyState, R: int) -> Trial:
+        for t in opt.trials:
+            if t.replicas == R:
+                return t
+        a = self.arrival
+        budget = max(rep.serving.max_batched_tokens, rep.max_batch)
+        for t in self.done.get((rep.hw.name, rep.tp, R), []):
+            # a run whose batch never reached its cap is the same run under any larger cap
+            same_budget = max(t.replica.serving.max_batched_tokens, t.replica.max_batch) == budget
+            if same_budget and t.same_as is None and t.sim.timeline["running"].max() < min(rep.max_batch,
+                                                                                         t.replica.max_batch):
+                trial = Trial(rep, R, opt.price_per_gpu_hour, t.sim, sat, t.load, t.utilisation, self.targets,
+                              same_as=t.replica.max_batch)
+                opt.trials.append(trial)
+                return trial
+        if a.rate_per_s is not None:
+            rate = a.rate_per_s / R
+            sim = simulate(rep, self.T, self.G, rate_per_s=rate, gaps=self.gaps, seed=self.wl.spec.seed)
+            load, util = at_load(rep, self.T, self.G, rate)
+        else:
+            clients = math.ceil(a.concurrency / R)
+            sim = simulate(rep, self.T, self.G, concurrency=clients, seed=self.wl.spec.seed)
+            load, util = steady_state(rep, self.T, self.G, batch_cap=clients), None
+        self.sims += 1
+        t = Trial(rep, R, opt.price_per_gpu_hour, sim, sat, load, util, self.targets)
+        opt.trials.append(t)
+        self.done.setdefault((rep.hw.name, rep.tp, R), []).append(t)
+        return t
+
+    def fewest_replicas(self, opt: Option, rep: Replica, sat: SteadyState, lo: int, hi: int) -> None:
+        """The fewest R in [lo, hi] that meet the SLOs (bisection; below lo cannot keep up)."""
+        guess = lo
+        if self.arrival.rate_per_s is not None:
+            need = self.arrival.rate_per_s / (GUESS_UTIL * sat.requests_per_s)
+            guess = min(max(lo, math.ceil(need)), hi)
+        if self.trial(opt, rep, sat, guess).meets:
+            fail, ok = lo - 1, guess
+        elif guess < hi and self.trial(opt, rep, sat, hi).meets:
+            fail, ok = guess, hi  # the most replicas allowed is tried second: a hopeless case costs two runs
+        else:
+            return
+        while ok - fail > 1:
+            mid = (ok + fail) // 2
+            if self.trial(opt, rep, sat, mid).meets:
+                ok = mid
+            else:
+                fail = mid
+
+
+def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float | None = None) -> Plan:
+    """Search the configurations (see the module docstring); ``requests`` simulated per trial
+    (default: the workload's); ``time_budget_s`` stops starting new candidates after that long."""
+    t0 = time.perf_counter()
+    spec, model = wl.spec, wl.model
+    d = spec.dtypes
+    dt = Dtypes.resolve(model, d.weight, d.kv, d.compute)
+    search = _Search(wl, requests, dt)
+    T, G = search.T, search.G
+    options: list[Option] = []
+    candidates = []
+    longest = int((T + G - 1).max())
+    for hw in wl.hardware:
+        price = wl.price_per_gpu_hour(hw)
+        for tp in sorted(set(spec.tp)):
+            opt = Option(hw, tp, None, price)
+            if tp > spec.max_gpus:
+                opt.reason, opt.kind = f"TP{tp} needs more GPUs than max_gpus ({spec.max_gpus})", "gpus"
+                options.append(opt)
+                continue
+            why = validate_split(model, hw, tp)
+            if why:
+                opt.reason, opt.kind = f"cannot split: {why}", "split"
+                options.append(opt)
+                continue
+            base = Replica(model, hw, tp, max(spec.max_batch), dt, spec.serving)
+            kv = base.kv
+            if not kv.fits:
+                short = -kv.kv_bytes
+                opt.reason = (f"does not fit: weights {kv.weights_bytes / GB:.1f} GB + workspace "
+                              f"{kv.workspace_bytes / GB:.2f} GB per GPU leave no KV room in "
+                              f"{kv.usable_bytes / GB:.1f} GB usable ({hw.memory_gb:g} GB x "
+                              f"{kv.utilization:g}; short by {short / GB:.1f} GB)")
+                opt.kind = "fit"
+                options.append(opt)
+                continue
+            wm = math.ceil(spec.serving.watermark * kv.pages)
+            if kv.pages_for(longest) > kv.pages - wm:
+                opt.reason = (f"KV cache: the longest request holds {longest:,} positions; the replica's "
+                              f"{kv.pages:,} pages hold {kv.pages * kv.block_size:,}")
+                opt.kind = "kv"
+                options.append(opt)
+                continue
+            floor = _floor_reason(_floors(base, T, G), search.targets)
+            if floor:
+                opt.kind, opt.reason = floor
+                options.append(opt)
+                continue
+            r_max = spec.max_gpus // tp
+            for mb in sorted(set(spec.max_batch)):
+                rep = base.with_max_batch(mb)
+                o = Option(hw, tp, mb, price)
+                sat = steady_state(rep, T, G)
+                if spec.arrival.rate_per_s is not None:
+                    lo = max(1, math.ceil(spec.arrival.rate_per_s / sat.requests_per_s * (1 + 1e-9)))
+                else:
+                    lo = 1
+                o.lower_bound_replicas = lo
+                options.append(o)
+                if lo > r_max:
+                    o.reason = (f"falls behind: keeping up needs >= {_n(lo, 'replica')} ({lo * tp} GPUs; closed-form "
+                                f"capacity {sat.requests_per_s:.3g} req/s each), max_gpus {spec.max_gpus}")
+                    o.kind = "gpus"
+                    continue
+                bound = lo * tp * (price if price is not None else 1.0)
+                candidates.append((price is None, bound, lo * tp, o, rep, sat, lo, r_max))
+    candidates.sort(key=lambda c: c[:3])
+    met: list[Trial] = []
+    for unpriced, bound, gpus, o, rep, sat, lo, r_max in candidates:
+        if len(met) > RUNNERS_UP:
+            worst = sorted(met, key=_cost_key)[RUNNERS_UP]
+            if (unpriced, bound if not unpriced else gpus) > _cost_key(worst)[:2]:
+                o.reason = (f"not simulated: at least {_n(lo, 'replica')}, which costs more than the "
+                            f"{RUNNERS_UP + 1} cheapest that meet the SLOs")
+                o.kind = "pruned"
+                continue
+        if time_budget_s is not None and time.perf_counter() - t0 > time_budget_s:
+            o.reason, o.kind = "not simulated: the time budget ran out", "pruned"
+            continue
+        search.fewest_replicas(o, rep, sat, lo, r_max)
+        if o.best is not None and o.best.same_as is not None:
+            o.reason = (f"same as max batch {o.best.same_as}: the running batch never reached "
+                        f"{o.best.same_as}, so a larger cap changes nothing")
+            o.kind = "same"
+        elif o.best is not None:
+            met.append(o.best)
+        else:
+            last = max(o.trials, key=lambda t: t.replicas)
+            o.reason = (f"misses the SLOs even with {_n(last.replicas, 'replica')} ({_n(last.gpus, 'GPU')}): "
+                        f"{last.why()}")
+            o.kind = "slo"
+    return Plan(wl, options, time.perf_counter() - t0, search.sims, dt, T, G)

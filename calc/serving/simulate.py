@@ -1,0 +1,533 @@
+"""Discrete-event simulation of one replica's continuous-batching scheduler.
+
+The scheduler, one iteration (step) at a time, as vLLM runs it:
+
+1. Running requests first, in admission order: a decoding request adds one token;
+   one in prefill adds the next chunk of its prompt, up to the token budget left.
+2. A decoding request whose next position starts a new KV page takes a free page;
+   when none is free, the most recently admitted request is preempted: its pages
+   are freed and it goes back to the head of the queue, to recompute its prompt
+   and the tokens it has generated so far (preemption by recompute).
+3. Waiting requests are admitted in arrival order (FCFS, no overtaking) while the
+   batch is below max batch, tokens are left in the budget, and the free pages
+   cover the request's whole prompt plus the watermark.
+4. The step's time is the forward pass over that ragged batch (calc.serving.capacity's step
+   model, which reproduces calc.cost.latency.mixed_step_cost). A request whose prefill
+   completes samples its first token at the end of the step; each decode step
+   samples one more.
+
+TTFT = first token - arrival (queueing included); TPOT = (finish - first token) /
+(G - 1); e2e = finish - arrival. Runs of pure decode steps between events
+(an arrival that could be admitted, a request finishing, a page shortfall) are
+advanced in one vectorised call, which is what makes 10,000 requests take seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from calc.serving.capacity import Replica, _windows
+from calc.cost.operators import experts_touched
+
+MAX_RUN = 1024  # decode steps advanced per vectorised call
+WARMUP = 0.05  # share of requests (by arrival order) left out of the latency statistics at each end
+
+
+def arrival_gaps(n: int, process: str = "poisson", cv: float = 1.0, seed: int = 0) -> np.ndarray:
+    """n inter-arrival gaps at rate 1 (divide by the rate): exponential (Poisson
+    arrivals), or gamma with shape 1 / cv^2 and mean 1 (burstier when cv > 1)."""
+    rng = np.random.default_rng([seed, 2])
+    if process == "poisson":
+        return rng.exponential(1.0, n)
+    shape = 1.0 / cv**2
+    return rng.gamma(shape, 1.0 / shape, n)
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """Per-request times (seconds) and the replica's state over time."""
+
+    prompt_len: np.ndarray
+    output_len: np.ndarray
+    arrive_s: np.ndarray
+    first_token_s: np.ndarray
+    finish_s: np.ndarray
+    preemptions: np.ndarray  # per request
+    measured: np.ndarray  # bool: in the latency statistics (not warm-up or drain)
+    timeline: dict  # t_s, kv_used (share of pages), running, waiting, output_tokens (cumulative)
+    bound_time_s: dict  # seconds of steps bound by compute / memory / communication
+    steps: int
+    pages: int
+    offered_per_s: float | None
+    wall_s: float
+
+    @property
+    def n(self) -> int:
+        return int(self.arrive_s.size)
+
+    @property
+    def ttft_s(self) -> np.ndarray:
+        return self.first_token_s - self.arrive_s
+
+    @property
+    def tpot_s(self) -> np.ndarray:
+        """(finish - first token) / (G - 1); nan when G = 1."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.output_len > 1, (self.finish_s - self.first_token_s)
+                            / np.maximum(self.output_len - 1, 1), np.nan)
+
+    @property
+    def e2e_s(self) -> np.ndarray:
+        return self.finish_s - self.arrive_s
+
+    def metric(self, name: str) -> np.ndarray:
+        """Measured requests' ttft, tpot or e2e (nan-free)."""
+        v = getattr(self, f"{name}_s")[self.measured]
+        return v[~np.isnan(v)]
+
+    def percentile(self, name: str, q: float) -> float:
+        v = self.metric(name)
+        return float(np.percentile(v, q)) if v.size else math.nan
+
+    def _window(self) -> tuple[float, float]:
+        """Steady window: from the 10% to the 90% request completion."""
+        done = np.sort(self.finish_s)
+        return float(done[int(0.1 * (self.n - 1))]), float(done[int(0.9 * (self.n - 1))])
+
+    def _rate(self, column: str) -> float:
+        t0, t1 = self._window()
+        tl = self.timeline
+        if t1 <= t0:
+            return math.nan
+        v = np.interp([t0, t1], tl["t_s"], tl[column])
+        return float((v[1] - v[0]) / (t1 - t0))
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        """Output tokens per second over the steady window."""
+        return self._rate("output_tokens")
+
+    @property
+    def requests_per_s(self) -> float:
+        """Completed requests per second over the steady window."""
+        t0, t1 = self._window()
+        return 0.8 * (self.n - 1) / (t1 - t0) if t1 > t0 else math.nan
+
+    def slo_met(self, targets: dict[str, float]) -> np.ndarray:
+        """Per measured request: within every SLO bound. A metric's bound is its loosest
+        target (TTFT p50 <= 0.3 s and p99 <= 1 s: each request's TTFT <= 1 s)."""
+        bounds: dict[str, float] = {}
+        for key, limit in targets.items():
+            metric = key.split("_p")[0]
+            bounds[metric] = max(bounds.get(metric, 0.0), limit)
+        ok = np.ones(int(self.measured.sum()), bool)
+        for metric, limit in bounds.items():
+            v = getattr(self, f"{metric}_s")[self.measured]
+            ok &= np.nan_to_num(v, nan=0.0) <= limit
+        return ok
+
+    def goodput_per_s(self, targets: dict[str, float]) -> float:
+        """Requests within all SLO bounds per second: request throughput x the share within them."""
+        return self.requests_per_s * float(self.slo_met(targets).mean()) if targets else self.requests_per_s
+
+    @property
+    def kv_used_mean(self) -> float:
+        """Time-weighted mean share of KV pages in use."""
+        tl = self.timeline
+        dt = np.diff(tl["t_s"])
+        return float((tl["kv_used"][:-1] * dt).sum() / dt.sum()) if dt.sum() > 0 else 0.0
+
+    @property
+    def running_mean(self) -> float:
+        tl = self.timeline
+        dt = np.diff(tl["t_s"])
+        return float((tl["running"][:-1] * dt).sum() / dt.sum()) if dt.sum() > 0 else 0.0
+
+    def backlog_growth(self) -> float:
+        """Queue growth over the measured arrivals, as a share of them: waiting at the last
+        measured arrival minus waiting at the first, over the requests that arrived between
+        (about 0 when the replica keeps up; the overload share when it does not)."""
+        idx = np.flatnonzero(self.measured)
+        if idx.size < 2:
+            return 0.0
+        a0, a1 = self.arrive_s[idx[0]], self.arrive_s[idx[-1]]
+        tl = self.timeline
+        w = np.interp([a0, a1], tl["t_s"], tl["waiting"])
+        return float((w[1] - w[0]) / idx.size)
+
+
+class _Sim:
+    """The scheduler's state. The running batch lives in preallocated arrays, in admission
+    order, its first ``N`` entries in use; per-request results live in arrays over all
+    requests. (Written for speed: a few numpy calls per event, none per token.)"""
+
+    def __init__(self, rep: Replica, T, G, arrive, concurrency):
+        sm = rep.steps
+        self.W = {ph: sm.stacked(ph) for ph in ("prefill", "decode")}
+        # operators per phase (MLA runs attention differently in prefill and decode)
+        self.n_ops = {ph: (w.shape[0] - 2) // 2 for ph, w in self.W.items()}
+        # per-feature totals of the compute, memory and comm terms (bound of a run of steps)
+        self.Wsum = {ph: np.vstack([w[:n].sum(axis=0), w[n:2 * n].sum(axis=0), w[2 * n + 1]])
+                     for (ph, w), n in zip(self.W.items(), self.n_ops.values(), strict=True)}
+        self.windows = _windows(rep.model)
+        self.global_only = self.windows == (None,)
+        n = T.size
+        self.T, self.G = T.astype(np.int64), G.astype(np.int64)
+        self.gen = np.zeros(n, np.int64)  # tokens generated, for requests not running
+        self.arrive = np.full(n, np.nan) if arrive is None else arrive.astype(float).copy()
+        self.first = np.full(n, np.nan)
+        self.finish = np.full(n, np.nan)
+        self.preempt = np.zeros(n, np.int64)
+        self.bs = rep.kv.block_size
+        self.total_pages = rep.kv.pages
+        self.free = self.total_pages
+        self.wm = int(math.ceil(rep.serving.watermark * self.total_pages))
+        self.budget = max(rep.serving.max_batched_tokens, rep.max_batch)
+        self.mb = mb = rep.max_batch
+        # running batch: id, cached tokens, tokens left to generate, pages, prefill done, prefill target
+        self.N = 0
+        self.r_id, self.r_kv, self.r_rem, self.r_pages, self.r_done, self.r_target = (
+            np.zeros(mb, np.int64) for _ in range(6))
+        self.n_prefill = 0  # running requests still in prefill
+        self.waiting: deque[int] = deque()
+        self.incoming: deque[int] = deque()  # not yet arrived, in arrival order
+        self.closed = concurrency is not None
+        c = min(concurrency, n) if self.closed else n
+        if self.closed:
+            self.arrive[:c] = 0.0
+        self.incoming.extend(range(c))
+        self.issued = c
+        self.clock = 0.0
+        self.completed = 0
+        self.out_tokens = 0
+        self.steps = 0
+        self.bound_time = {"compute": 0.0, "memory": 0.0, "communication": 0.0}
+        self.tl = ([], [], [], [], [])  # t_s, kv_used, running, waiting, output_tokens
+        m = rep.model.moe
+        self._touched = (lambda t: float(experts_touched(m.num_experts, m.experts_per_token, t))) if m \
+            else (lambda t: 0.0)
+
+    # ----- bookkeeping
+
+    def record(self):
+        t, kv, run, wait, out = self.tl
+        t.append(self.clock)
+        kv.append(self.free)
+        run.append(self.N)
+        wait.append(len(self.waiting))
+        out.append(self.out_tokens)
+
+    def timeline(self) -> dict:
+        t, free, run, wait, out = (np.asarray(v, float) for v in self.tl)
+        return {"t_s": t, "kv_used": 1.0 - free / self.total_pages, "running": run, "waiting": wait,
+                "output_tokens": out}
+
+    def _times(self, x, phase):
+        """Step times for features x [F, k]."""
+        y = self.W[phase] @ x
+        n = self.n_ops[phase]
+        return np.maximum(y[:n], y[n:2 * n]).sum(axis=0) + y[2 * n]
+
+    def _tally(self, total_s: float, x_sum, phase):
+        """Add a run of steps to the bound that wins over their summed terms."""
+        c, m, k = self.Wsum[phase] @ x_sum
+        bound = "communication" if k > max(c, m) else "compute" if c >= m else "memory"
+        self.bound_time[bound] += total_s
+
+    def arrivals(self):
+        inc, arr = self.incoming, self.arrive
+        while inc and arr[inc[0]] <= self.clock:
+            self.waiting.append(inc.popleft())
+
+    def _arrays(self):
+        return self.r_id, self.r_kv, self.r_rem, self.r_pages, self.r_done, self.r_target
+
+    def finish_done(self):
+        N = self.N
+        fin = self.r_rem[:N] <= 0
+        if not fin.any():
+            return
+        ids = self.r_id[:N][fin]
+        self.finish[ids] = self.clock
+        self.free += int(self.r_pages[:N][fin].sum())
+        self.completed += ids.size
+        keep = ~fin
+        M = N - ids.size
+        for a in self._arrays():
+            a[:M] = a[:N][keep]
+        self.N = M
+        if self.closed:
+            for _ in range(ids.size):
+                if self.issued < self.T.size:
+                    self.arrive[self.issued] = self.clock
+                    self.incoming.append(self.issued)
+                    self.issued += 1
+
+    def preempt_last(self) -> int:
+        j = self.N - 1
+        i = int(self.r_id[j])
+        self.free += int(self.r_pages[j])
+        if self.r_done[j] < self.r_target[j]:
+            self.n_prefill -= 1
+        self.gen[i] = self.G[i] - self.r_rem[j]
+        self.preempt[i] += 1
+        self.N = j
+        return i
+
+    def _target(self, i: int) -> int:
+        """Tokens to prefill: the prompt, plus the generated tokens after a preemption."""
+        return int(self.T[i] + self.gen[i])
+
+    # ----- one step with prefill, admission or preemption
+
+    def step(self) -> None:
+        bs, N = self.bs, self.N
+        r_kv, r_done, r_target = self.r_kv, self.r_done, self.r_target
+        all_dec = self.n_prefill == 0
+        dec = None if all_dec else r_done[:N] >= r_target[:N]
+        need = r_kv[:N] % bs == 0
+        if not all_dec:
+            need &= dec
+        n_need = int(need.sum())
+        preempted = []
+        while n_need > self.free and self.N:
+            preempted.append(self.preempt_last())
+            n_need -= int(need[self.N])
+            need = need[:self.N]
+            dec = None if dec is None else dec[:self.N]
+        for i in preempted:  # back to the head of the queue, earliest admitted first
+            self.waiting.appendleft(i)
+        N = self.N
+        n_dec = N if dec is None else int(dec.sum())
+        left = self.budget - n_dec
+        pos, chunk, past = [], [], []
+        kv_sum = int(r_kv[:N].sum()) if n_dec else 0
+        if dec is not None:
+            for p in np.flatnonzero(~dec).tolist():
+                done = int(r_done[p])
+                kv_sum -= int(r_kv[p])
+                c = min(int(r_target[p]) - done, left)
+                if c > 0:
+                    pos.append(p)
+                    chunk.append(c)
+                    past.append(done)
+                    left -= c
+        M = N
+        while self.waiting and M < self.mb and left > 0:
+            i = self.waiting[0]
+            tgt = self._target(i)
+            p = -(-tgt // bs)
+            if self.free - p < self.wm:
+                break
+            self.waiting.popleft()
+            self.free -= p
+            c = min(tgt, left)
+            self.r_id[M], r_kv[M], self.r_rem[M] = i, 0, self.G[i] - self.gen[i]
+            self.r_pages[M], r_done[M], r_target[M] = p, 0, tgt
+            pos.append(M)
+            chunk.append(c)
+            past.append(0)
+            left -= c
+            M += 1
+        self.n_prefill += M - N
+        self.N = M
+        if n_dec == 0 and not chunk:
+            return
+        if self.global_only:
+            x = self._features_global(n_dec, kv_sum, chunk, past)
+        else:
+            x = self._features(r_kv[:N] if dec is None else r_kv[:N][dec], chunk, past)
+        phase = "prefill" if chunk else "decode"
+        dt = float(self._times(x, phase))
+        self._tally(dt, x, phase)
+        self.clock += dt
+        self.steps += 1
+        if n_dec:  # decode tokens (a bool mask adds 1 where it is set)
+            if dec is None:
+                r_kv[:N] += 1
+                self.r_rem[:N] -= 1
+            else:
+                r_kv[:N] += dec
+                self.r_rem[:N] -= dec
+            if n_need:
+                self.r_pages[:N] += need
+                self.free -= n_need
+            self.out_tokens += n_dec
+        for p, c in zip(pos, chunk, strict=True):  # prefill chunks; a completed prefill samples a token
+            done = int(r_done[p]) + c
+            r_done[p] = done
+            r_kv[p] = done
+            if done >= r_target[p]:
+                self.n_prefill -= 1
+                self.r_rem[p] -= 1
+                self.out_tokens += 1
+                i = self.r_id[p]
+                if self.first[i] != self.first[i]:  # nan: the first token (not a recompute)
+                    self.first[i] = self.clock
+        self.finish_done()
+
+    def _features_global(self, n_dec: int, kv_sum: int, chunk, past) -> np.ndarray:
+        """step_features for a model with only global attention, from running sums."""
+        tokens = n_dec + sum(chunk)
+        pairs = kv_sum + n_dec + sum(c * p + c * (c + 1) // 2 for c, p in zip(chunk, past, strict=True))
+        read = kv_sum + n_dec + sum(p + c for c, p in zip(chunk, past, strict=True))
+        return np.array([1.0, tokens, n_dec + len(chunk), self._touched(tokens), pairs, read], dtype=float)
+
+    def _features(self, kv_dec, chunk, past):
+        """[1, tokens, sequences, experts touched, (pairs, positions read) per window]."""
+        nd = kv_dec.size
+        tokens = nd + sum(chunk)
+        x = [1.0, float(tokens), float(nd + len(chunk)), self._touched(tokens)]
+        for w in self.windows:
+            if w is None:
+                s = float(kv_dec.sum()) + nd
+                pairs = s + sum(c * p + c * (c + 1) / 2 for c, p in zip(chunk, past, strict=True))
+                read = s + sum(p + c for c, p in zip(chunk, past, strict=True))
+            else:
+                s = float(np.minimum(kv_dec + 1, w).sum())
+                cs, ps = np.asarray(chunk, float), np.asarray(past, float)
+                m = np.clip(w - ps, 0, cs)
+                pairs = s + float((m * ps + m * (m + 1) / 2 + (cs - m) * w).sum())
+                read = s + float(np.minimum(ps + cs, w).sum())
+            x += [pairs, read]
+        return np.asarray(x)
+
+    # ----- runs of pure decode steps
+
+    def can_admit(self) -> bool:
+        if not self.waiting or self.N >= self.mb:
+            return False
+        return self.free - (-(-self._target(self.waiting[0]) // self.bs)) >= self.wm
+
+    def decode_run(self) -> bool:
+        """Advance k >= 1 pure decode steps if nothing else can happen before; False otherwise."""
+        N = self.N
+        if N == 0 or self.n_prefill or self.can_admit():
+            return False
+        bs = self.bs
+        kv = self.r_kv[:N]
+        k_fin = int(self.r_rem[:N].min())
+        k = min(k_fin, MAX_RUN)
+        if N * (k // bs + 1) > self.free:
+            # sequence i takes its next page at step j1 = (bs - kv % bs) % bs + 1, then every bs steps
+            j1 = (bs - kv % bs) % bs + 1
+            j = np.arange(1, k + 1)
+            counts = np.bincount(j1, minlength=bs + 1)
+            r = np.arange(bs + 1)
+            needed = (counts[:, None] * np.maximum((j[None, :] - r[:, None]) // bs + 1, 0)).sum(axis=0)
+            ok = int(np.searchsorted(needed, self.free, side="right"))
+            if ok == 0:
+                return False
+            k = min(k, ok)
+        s = float(kv.sum())
+        x0 = np.empty(4 + 2 * len(self.windows))
+        x0[:4] = 1.0, N, N, self._touched(N)
+        x0[4:] = s + N
+        W, n = self.W["decode"], self.n_ops["decode"]
+        y0 = W @ x0
+        arrival = self.incoming and not self.waiting and N < self.mb
+        if arrival:
+            # stop at the step during which the next request arrives (it can then be admitted);
+            # steps only get longer as contexts grow, so the first step's time bounds the count
+            t_arr = self.arrive[self.incoming[0]] - self.clock
+            t0 = float(np.maximum(y0[:n], y0[n:2 * n]).sum() + y0[2 * n])
+            k = min(k, max(int(t_arr / t0) + 1, 1))
+        jj = np.arange(k, dtype=float)
+        if self.global_only:
+            # features grow by N pairs and N positions read per step: y_j = y0 + j * dy
+            dy = N * (W[:, 4] + W[:, 5])
+            y = y0[:, None] + dy[:, None] * jj[None, :]
+            times = np.maximum(y[:n], y[n:2 * n]).sum(axis=0) + y[2 * n]
+            x_sum = k * x0
+            x_sum[4:] += N * k * (k - 1) / 2
+        else:
+            x = np.empty((x0.size, k))
+            x[:] = x0[:, None]
+            for wi, w in enumerate(self.windows):
+                if w is None:
+                    x[4 + 2 * wi] = x0[4] + N * jj
+                else:
+                    x[4 + 2 * wi] = np.minimum(kv[:, None] + jj[None, :] + 1, w).sum(axis=0)
+                x[5 + 2 * wi] = x[4 + 2 * wi]
+            times = self._times(x, "decode")
+        cum = times.cumsum()
+        if arrival:
+            k_hit = min(k, int(np.searchsorted(cum, t_arr, side="left")) + 1)
+            if k_hit < k:
+                if self.global_only:
+                    x_sum = k_hit * x0
+                    x_sum[4:] += N * k_hit * (k_hit - 1) / 2
+                k = k_hit
+        if not self.global_only:
+            x_sum = x[:, :k].sum(axis=1)
+        total = float(cum[k - 1])
+        self._tally(total, x_sum, "decode")
+        self.clock += total
+        self.steps += k
+        kv += k
+        rem = self.r_rem[:N]
+        rem -= k
+        pages = self.r_pages[:N]
+        new_pages = -(-kv // bs)
+        self.free -= int((new_pages - pages).sum())
+        pages[:] = new_pages
+        self.out_tokens += N * k
+        if k == k_fin:
+            self.finish_done()
+        return True
+
+    def run(self) -> None:
+        n = self.T.size
+        self.record()
+        while self.completed < n:
+            self.arrivals()
+            if self.N == 0 and not self.waiting:
+                if not self.incoming:
+                    raise RuntimeError("simulation stalled with requests outstanding")
+                self.clock = max(self.clock, float(self.arrive[self.incoming[0]]))
+                self.record()
+                continue
+            if not self.decode_run():
+                before = self.steps
+                self.step()
+                if self.steps == before and self.N == 0:
+                    i = self.waiting[0]
+                    raise RuntimeError(f"request {i} needs {self._target(i)} positions, more than the KV pages hold")
+            self.record()
+
+
+def simulate(rep: Replica, T, G, *, rate_per_s: float | None = None, concurrency: int | None = None,
+             process: str = "poisson", cv: float = 1.0, seed: int = 0, gaps: np.ndarray | None = None) -> SimResult:
+    """Simulate ``len(T)`` requests on one replica: an open loop at ``rate_per_s`` (Poisson or
+    gamma gaps from ``seed``, or the given unit-rate ``gaps``), or a closed loop of
+    ``concurrency`` clients. Deterministic for a seed. A request whose prompt needs more
+    pages than the replica has is an error (check with ``rep.kv.pages`` first)."""
+    t0 = time.perf_counter()
+    T = np.asarray(T, np.int64)
+    G = np.asarray(G, np.int64)
+    if (rate_per_s is None) == (concurrency is None):
+        raise ValueError("give exactly one of rate_per_s and concurrency")
+    if rep.kv.pages <= 0:
+        raise ValueError(f"{rep.label}: no KV pages (the model does not fit)")
+    arrive = None
+    if rate_per_s is not None:
+        g = arrival_gaps(T.size, process, cv, seed) if gaps is None else np.asarray(gaps, float)
+        arrive = np.cumsum(g) / rate_per_s
+    sim = _Sim(rep, T, G, arrive, concurrency)
+    sim.run()
+    n = T.size
+    order = np.argsort(sim.arrive, kind="stable")
+    skip = int(WARMUP * n)
+    if concurrency is not None:
+        skip = max(skip, min(concurrency, n // 2))  # the start burst of a closed loop
+    measured = np.zeros(n, bool)
+    measured[order[skip:n - int(WARMUP * n)]] = True
+    tl = sim.timeline()
+
+    return SimResult(T, G, sim.arrive, sim.first, sim.finish, sim.preempt, measured, tl, sim.bound_time,
+                     sim.steps, rep.kv.pages, rate_per_s, time.perf_counter() - t0)

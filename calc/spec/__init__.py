@@ -1,0 +1,1 @@
+"""Specs as data: model, hardware, engine presets, workloads, catalog, HF import."""

@@ -1,0 +1,149 @@
+"""Resolve a name, a YAML path or a Hugging Face config.json into a spec.
+
+Catalog directories: the repository's ``model_configs/`` and ``hardware_profiles/``
+plus any listed (os.pathsep-separated) in ``ROOFLINE_MODEL_PATH`` and
+``ROOFLINE_HARDWARE_PATH``. A catalog name is a YAML file's stem.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from calc.core.errors import SpecError
+from calc.spec.model import ModelSpec
+from calc.spec.hardware import HardwareSpec
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MODEL_DIR = REPO_ROOT / "model_configs"
+HARDWARE_DIR = REPO_ROOT / "hardware_profiles"
+MODEL_PATH_ENV = "ROOFLINE_MODEL_PATH"
+HARDWARE_PATH_ENV = "ROOFLINE_HARDWARE_PATH"
+
+S = TypeVar("S", bound=BaseModel)
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _catalog_dirs(default: Path, env: str) -> list[Path]:
+    extra = [Path(p) for p in os.environ.get(env, "").split(os.pathsep) if p]
+    return [default, *extra]
+
+
+def _catalog(default: Path, env: str) -> dict[str, Path]:
+    """name -> YAML path; later directories override earlier ones."""
+    out: dict[str, Path] = {}
+    for d in _catalog_dirs(default, env):
+        if d.is_dir():
+            for p in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")):
+                out[p.stem] = p
+    return out
+
+
+def model_catalog() -> dict[str, Path]:
+    return _catalog(MODEL_DIR, MODEL_PATH_ENV)
+
+
+def hardware_catalog() -> dict[str, Path]:
+    return _catalog(HARDWARE_DIR, HARDWARE_PATH_ENV)
+
+
+def read_yaml(path: Path) -> dict:
+    """Read a YAML mapping; any problem becomes a SpecError naming the file."""
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(path, None, f"cannot read file ({exc.__class__.__name__}: {exc.strerror or exc})") from None
+    try:
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 (a safe loader, C when available)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise SpecError(path, None, f"malformed YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+    if not isinstance(data, dict):
+        raise SpecError(path, None, "expected a mapping of keys to values at the top level")
+    return data
+
+
+def build(cls: type[S], data: dict, path: object) -> S:
+    """Validate a mapping into a spec; errors name the file and field."""
+    try:
+        return cls(**{str(k): v for k, v in data.items()})
+    except ValidationError as exc:
+        raise SpecError.from_validation(path, exc) from None
+    except (ValueError, TypeError) as exc:
+        raise SpecError(path, None, str(exc)) from None
+
+
+def _unknown(kind: str, name: str, names: list[str]) -> SpecError:
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(sorted(names))}"
+    return SpecError(f"--{kind}", None, f"unknown {kind} {name!r} (not a catalog name or a file){hint}")
+
+
+def _looks_like_path(ref: str) -> bool:
+    return os.sep in ref or ref.endswith((".yaml", ".yml", ".json")) or Path(ref).exists()
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+@lru_cache(maxsize=256)
+def _load_model_path(path: Path, mtime_ns: int = 0) -> ModelSpec:
+    """Cached on (path, mtime) so a profile rewritten in-process is re-read."""
+    if path.is_dir():
+        path = path / "config.json"
+    if path.suffix == ".json":
+        from calc.spec.hf import spec_from_hf_config
+
+        try:
+            config = json.loads(path.read_text())
+        except OSError as exc:
+            raise SpecError(path, None, f"cannot read file ({exc.strerror or exc})") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise SpecError(path, None, f"malformed JSON: {exc}") from None
+        if not isinstance(config, dict):
+            raise SpecError(path, None, "expected a JSON object")
+        return spec_from_hf_config(config, str(path), name=path.parent.name or None)
+    return build(ModelSpec, read_yaml(path), path)
+
+
+@lru_cache(maxsize=256)
+def _load_hardware_path(path: Path, mtime_ns: int = 0) -> HardwareSpec:
+    return build(HardwareSpec, read_yaml(path), path)
+
+
+def _resolve(ref: str, kind: str, catalog: dict[str, Path], load_path):
+    """Catalog name first, then a path; an unknown name suggests the closest entries."""
+    if ref in catalog:
+        return load_path(catalog[ref], _mtime(catalog[ref]))
+    if _looks_like_path(ref):
+        p = Path(ref)
+        if not p.exists():
+            raise SpecError(p, None, "no such file")
+        return load_path(p.resolve(), _mtime(p))
+    raise _unknown(kind, ref, list(catalog))
+
+
+def load_model(ref: str | Path | ModelSpec) -> ModelSpec:
+    """A catalog name, a YAML path, a config.json path or a folder holding one."""
+    if isinstance(ref, ModelSpec):
+        return ref
+    return _resolve(str(ref), "model", model_catalog(), _load_model_path)
+
+
+def load_hardware(ref: str | Path | HardwareSpec) -> HardwareSpec:
+    """A catalog name or a YAML path."""
+    if isinstance(ref, HardwareSpec):
+        return ref
+    return _resolve(str(ref), "hardware", hardware_catalog(), _load_hardware_path)

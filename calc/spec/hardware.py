@@ -1,0 +1,162 @@
+"""Hardware specs: pydantic schemas and the values derived from them.
+
+A spec is data; every derived number is a property or a pure method with the
+equation in its docstring. Letters follow DESIGN.md: L layers, H hidden, Hq
+query heads, Hkv KV heads, D head dim, F MLP intermediate, V vocab, E experts,
+k experts per token, W sliding window.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from calc.core.units import DTYPE_BYTES, GB, MICRO, TB, TERA, canonical_dtype, serving_dtype
+
+
+from calc.spec.model import _Spec
+
+
+# --------------------------------------------------------------------------- hardware
+
+
+class Interconnect(_Spec):
+    """Scale-up link between devices in a node. Bandwidth is per device, per direction."""
+
+    name: str
+    bandwidth_gb_s_per_direction: float = Field(gt=0)
+    latency_us: float = Field(default=5.0, ge=0)
+
+
+class PCIe(_Spec):
+    gen: int = Field(gt=0)
+    lanes: int = Field(gt=0)
+    bandwidth_gb_s_per_direction: float = Field(gt=0)
+
+
+class Price(_Spec):
+    usd_per_hour: float = Field(gt=0)
+    date: str
+    source: str
+
+    @field_validator("date", mode="before")
+    @classmethod
+    def _date_text(cls, v: object) -> object:
+        """YAML reads 2026-09-25 as a date; keep it as ISO text."""
+        return v.isoformat() if hasattr(v, "isoformat") else v
+
+
+class DtypeEfficiency(_Spec):
+    """Efficiencies for passes whose compute dtype is this one; an absent field inherits
+    the profile's. (A calibration measures each dtype: on CPUs bf16 kernels and their
+    fixed costs differ from fp32 ones; on GPUs fp8 GEMMs reach a different share of peak.)"""
+
+    compute: float | None = Field(default=None, gt=0, le=1)
+    memory: float | None = Field(default=None, gt=0, le=1)
+    attention: float | None = Field(default=None, gt=0, le=1)
+    kernel_overhead_us: float | None = Field(default=None, ge=0)
+    step_overhead_us: float | None = Field(default=None, ge=0)
+
+
+class Efficiency(_Spec):
+    """Fractions of peak a real kernel reaches, and fixed overheads; ``source`` says whence.
+
+    ``attention``: the share of the compute and memory efficiencies that attention
+    kernels reach (1: the same as GEMMs and streams, the default); calibrations fit it
+    because attention kernels (flash on CPU, FlashAttention on GPU) run below GEMM rates.
+    ``by_dtype``: per-compute-dtype overrides (empty by default: one set for all dtypes).
+    ``gemm_m_half``: the token count M at which a matmul reaches half of ``compute``
+    (compute efficiency x M / (M + m_half)); ``memory_half_mb``: the transfer at which a
+    kernel reaches half of ``memory`` (efficiency x bytes / (bytes + half)). Both 0: off.
+    ``engine``: the serving-engine preset (calc/data/engines.yaml) whose kernel-level
+    parameters apply on top of these, unless the command names another (--engine).
+    """
+
+    compute: float = Field(default=0.7, gt=0, le=1)
+    memory: float = Field(default=0.85, gt=0, le=1)
+    attention: float = Field(default=1.0, gt=0, le=1)
+    kernel_overhead_us: float = Field(default=0.0, ge=0)
+    step_overhead_us: float = Field(default=0.0, ge=0)
+    gemm_m_half: float = Field(default=0.0, ge=0)
+    memory_half_mb: float = Field(default=0.0, ge=0)
+    engine: str | None = None
+    by_dtype: dict[str, DtypeEfficiency] = Field(default_factory=dict)
+    source: str = ""
+
+    @field_validator("by_dtype")
+    @classmethod
+    def _dtypes(cls, v: dict[str, DtypeEfficiency]) -> dict[str, DtypeEfficiency]:
+        return {canonical_dtype(k): e for k, e in v.items()}
+
+
+class HardwareSpec(_Spec):
+    """One accelerator (or CPU socket). Peak FLOP/s are dense, per dtype."""
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    kind: Literal["gpu", "cpu", "tpu", "other"]
+    vendor: str = ""
+    sources: dict[str, str] = Field(default_factory=dict)
+    memory_gb: float = Field(gt=0)
+    memory_bandwidth_tb_s: float = Field(gt=0)
+    peak_tflops: dict[str, float]
+    l2_cache_mb: float | None = Field(default=None, gt=0)
+    interconnect: Interconnect | None = None
+    pcie: PCIe | None = None
+    tdp_w: float | None = Field(default=None, gt=0)
+    price: Price | None = None
+    efficiency: Efficiency = Efficiency()
+    calibration: dict | None = None
+
+    @field_validator("peak_tflops")
+    @classmethod
+    def _peaks(cls, v: dict[str, float]) -> dict[str, float]:
+        out = {}
+        for key, val in v.items():
+            name = canonical_dtype(key)
+            if not isinstance(val, (int, float)) or isinstance(val, bool) or not val > 0:
+                raise ValueError(f"peak for {key} must be a positive number")
+            out[name] = float(val)
+        if not out:
+            raise ValueError("needs at least one dtype")
+        return out
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.memory_gb * GB
+
+    @property
+    def memory_bandwidth_bytes_per_s(self) -> float:
+        return self.memory_bandwidth_tb_s * TB
+
+    @property
+    def kernel_overhead_s(self) -> float:
+        return self.efficiency.kernel_overhead_us * MICRO
+
+    @property
+    def step_overhead_s(self) -> float:
+        return self.efficiency.step_overhead_us * MICRO
+
+    def peak_flops_per_s(self, compute_dtype: str) -> float:
+        """Dense peak for a compute dtype. A dtype the chip lacks falls back to the next
+        wider one it has (fp8 -> bf16/fp16 -> tf32 -> fp32), as a kernel would run it."""
+        order = {
+            "fp4": ("fp4", "fp8", "bf16", "fp16", "fp32"),
+            "int4": ("int4", "int8", "bf16", "fp16", "fp32"),
+            "fp8": ("fp8", "bf16", "fp16", "fp32"),
+            "int8": ("int8", "bf16", "fp16", "fp32"),
+            "bf16": ("bf16", "fp16", "fp32"),
+            "fp16": ("fp16", "bf16", "fp32"),
+            "tf32": ("tf32", "fp32"),
+            "fp32": ("fp32", "tf32"),
+        }[canonical_dtype(compute_dtype)]
+        for key in order:
+            if key in self.peak_tflops:
+                return self.peak_tflops[key] * TERA
+        return max(self.peak_tflops.values()) * TERA
+
+    def ridge_point(self, compute_dtype: str) -> float:
+        """FLOP/byte where compute and memory roofs meet: peak / bandwidth."""
+        return self.peak_flops_per_s(compute_dtype) / self.memory_bandwidth_bytes_per_s

@@ -1,0 +1,330 @@
+"""A serving workload: arrivals, prompt/output lengths, SLOs and the search space of a plan.
+
+YAML (``roofline plan WORKLOAD.yaml``); every key is checked (``extra="forbid"``):
+
+    name: chat-llama-8b
+    model: llama-3.1-8b                 # catalog name or path (relative to this file)
+    hardware: [l40s, a100-80gb-sxm, h100-sxm]
+    dtypes: {weight: bf16, kv: bf16}
+    arrival: {rate_per_s: 20, process: poisson}      # or {concurrency: 64}
+    prompt_len: {dist: lognormal, median: 800, sigma: 0.9, min: 16, max: 8192}
+    output_len: {dist: uniform, low: 50, high: 400}
+    # or, instead of the two: trace: traces/chat.csv (columns prompt_len,output_len)
+    slo: {ttft_p99_s: 1.0, tpot_p99_s: 0.05}
+    max_gpus: 16
+    prices: {h100-sxm: 2.49}            # USD per GPU-hour, overriding the profiles
+    requests: 2000                      # simulated per configuration
+    seed: 0
+
+Lengths are whole tokens, clipped to [min, max] (min defaults to 1). A request of
+prompt T and output G holds T + G - 1 positions at the end (DESIGN.md), which
+must fit the model's maximum context.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from calc.spec.catalog import build, load_hardware, load_model, read_yaml
+from calc.spec.engine import with_engine
+from calc.core.errors import SpecError
+from calc.spec.model import ModelSpec
+from calc.spec.hardware import HardwareSpec
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------- lengths
+
+
+class _Length(_Spec):
+    min: int = Field(default=1, ge=1)
+    max: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _bounds(self):
+        if self.max is not None and self.max < self.min:
+            raise ValueError(f"max ({self.max}) is below min ({self.min})")
+        return self
+
+    def _draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """n whole lengths, rounded and clipped to [min, max]."""
+        x = np.rint(self._draw(rng, n))
+        return np.clip(x, self.min, self.max if self.max is not None else np.inf).astype(np.int64)
+
+
+class Fixed(_Length):
+    dist: Literal["fixed"]
+    value: int = Field(ge=1)
+
+    def _draw(self, rng, n):
+        return np.full(n, float(self.value))
+
+
+class Uniform(_Length):
+    """Whole numbers uniform on [low, high], both included."""
+
+    dist: Literal["uniform"]
+    low: int = Field(ge=1)
+    high: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _order(self):
+        if self.high < self.low:
+            raise ValueError(f"high ({self.high}) is below low ({self.low})")
+        return self
+
+    def _draw(self, rng, n):
+        return rng.integers(self.low, self.high + 1, n).astype(float)
+
+
+class Normal(_Length):
+    dist: Literal["normal"]
+    mean: float = Field(gt=0)
+    std: float = Field(ge=0)
+
+    def _draw(self, rng, n):
+        return rng.normal(self.mean, self.std, n)
+
+
+class LogNormal(_Length):
+    """exp(N(ln median, sigma^2)): median ``median``, mean median * exp(sigma^2 / 2)."""
+
+    dist: Literal["lognormal"]
+    median: float = Field(gt=0)
+    sigma: float = Field(ge=0)
+
+    def _draw(self, rng, n):
+        return rng.lognormal(np.log(self.median), self.sigma, n)
+
+
+Length = Annotated[Fixed | Uniform | Normal | LogNormal, Field(discriminator="dist")]
+
+
+# --------------------------------------------------------------------------- the rest
+
+
+class Arrival(_Spec):
+    """Open loop at ``rate_per_s`` (Poisson, or gamma gaps with coefficient of variation
+    ``cv``), or a closed loop of ``concurrency`` clients that each send the next request
+    as soon as the previous one finishes."""
+
+    rate_per_s: float | None = Field(default=None, gt=0)
+    concurrency: int | None = Field(default=None, ge=1)
+    process: Literal["poisson", "gamma"] = "poisson"
+    cv: float = Field(default=1.0, gt=0)
+
+    @model_validator(mode="after")
+    def _one(self):
+        if (self.rate_per_s is None) == (self.concurrency is None):
+            raise ValueError("give exactly one of rate_per_s and concurrency")
+        if self.process == "poisson" and self.cv != 1.0:
+            raise ValueError("cv applies to process: gamma (Poisson gaps have cv 1)")
+        return self
+
+
+class SLO(_Spec):
+    """Latency targets in seconds; any subset. TPOT is a request's mean time per output
+    token after the first: (e2e - TTFT) / (G - 1)."""
+
+    ttft_p50_s: float | None = Field(default=None, gt=0)
+    ttft_p99_s: float | None = Field(default=None, gt=0)
+    tpot_p50_s: float | None = Field(default=None, gt=0)
+    tpot_p99_s: float | None = Field(default=None, gt=0)
+    e2e_p99_s: float | None = Field(default=None, gt=0)
+
+    def targets(self) -> dict[str, float]:
+        """{metric_p: seconds} for the SLOs that are set, e.g. {"ttft_p99": 1.0}."""
+        return {k.removesuffix("_s"): v for k, v in self.model_dump().items() if v is not None}
+
+
+class Dtypes(_Spec):
+    weight: str | None = None
+    kv: str | None = None
+    compute: str | None = None
+
+
+class Serving(_Spec):
+    """The engine's knobs (vLLM's names in brackets): usable share of device memory
+    [gpu_memory_utilization], KV page size in tokens [block_size], tokens per iteration
+    for chunked prefill [max_num_batched_tokens], and the share of KV pages kept free
+    when admitting a request [watermark]."""
+
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    block_size: int = Field(default=16, ge=1)
+    max_batched_tokens: int = Field(default=2048, ge=16)
+    watermark: float = Field(default=0.01, ge=0, lt=1)
+
+
+class Workload(_Spec):
+    name: str = Field(min_length=1)
+    description: str = ""
+    model: str
+    hardware: list[str] = Field(min_length=1)
+    dtypes: Dtypes = Dtypes()
+    arrival: Arrival
+    prompt_len: Length | None = None
+    output_len: Length | None = None
+    trace: str | None = None
+    slo: SLO = SLO()
+    max_gpus: int = Field(default=8, ge=1)
+    tp: list[int] = Field(default=[1, 2, 4, 8], min_length=1)
+    max_batch: list[int] = Field(default=[16, 32, 64, 128, 256, 512], min_length=1)
+    prices: dict[str, float] = Field(default_factory=dict)
+    engine: str | None = None  # serving-engine preset (calc/data/engines.yaml); default: the profiles' own
+    serving: Serving = Serving()
+    requests: int = Field(default=2000, ge=10)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.trace is None and (self.prompt_len is None or self.output_len is None):
+            raise ValueError("give prompt_len and output_len distributions, or a trace")
+        if self.trace is not None and (self.prompt_len is not None or self.output_len is not None):
+            raise ValueError("give a trace or prompt_len/output_len, not both")
+        for key, values in (("tp", self.tp), ("max_batch", self.max_batch)):
+            if any(v < 1 for v in values):
+                raise ValueError(f"{key} values must be >= 1")
+        for hw, price in self.prices.items():
+            if hw not in self.hardware:
+                raise ValueError(f"prices names {hw!r}, which is not in hardware")
+            if not price > 0:
+                raise ValueError(f"price for {hw} must be > 0 USD per GPU-hour")
+        return self
+
+
+@dataclass(frozen=True)
+class LoadedWorkload:
+    """A workload with its model, hardware and sampled requests resolved."""
+
+    spec: Workload
+    path: Path | None
+    model: ModelSpec
+    hardware: tuple[HardwareSpec, ...]
+    prompt_len: np.ndarray  # [n] tokens
+    output_len: np.ndarray  # [n] tokens
+    trace_rows: int | None = None  # rows in the trace, when lengths come from one
+
+    @property
+    def n(self) -> int:
+        return int(self.prompt_len.size)
+
+    def price_per_gpu_hour(self, hw: HardwareSpec) -> float | None:
+        """USD per GPU-hour: the workload's override, else the profile's, else None (unknown)."""
+        for ref, h in zip(self.spec.hardware, self.hardware, strict=True):
+            if h is hw and ref in self.spec.prices:
+                return self.spec.prices[ref]
+        return hw.price.usd_per_hour if hw.price is not None else None
+
+
+def read_trace(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """A CSV with a header naming ``prompt_len`` and ``output_len`` (other columns ignored);
+    each row one request. Errors name the file and the line."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(path, None, f"cannot read trace ({exc.__class__.__name__})") from None
+    rows = csv.reader(text.splitlines())
+    header = next(rows, None)
+    if header is None:
+        raise SpecError(path, None, "empty trace: expected a header prompt_len,output_len and rows")
+    names = [h.strip() for h in header]
+    missing = [c for c in ("prompt_len", "output_len") if c not in names]
+    if missing:
+        raise SpecError(path, "line 1", f"header lacks {', '.join(missing)} (got {', '.join(names) or 'nothing'})")
+    ip, io = names.index("prompt_len"), names.index("output_len")
+    T, G = [], []
+    for line, row in enumerate(rows, start=2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        if len(row) <= max(ip, io):
+            raise SpecError(path, f"line {line}", f"expected {len(names)} columns, got {len(row)}")
+        for col, out in ((ip, T), (io, G)):
+            cell = row[col].strip()
+            try:
+                value = float(cell)
+            except ValueError:
+                raise SpecError(path, f"line {line}", f"{names[col]} {cell!r} is not a number") from None
+            if not np.isfinite(value) or value != round(value) or value < 1:
+                raise SpecError(path, f"line {line}", f"{names[col]} must be a whole number >= 1, got {cell}")
+            out.append(int(value))
+    if not T:
+        raise SpecError(path, None, "the trace has a header but no rows")
+    return np.asarray(T, np.int64), np.asarray(G, np.int64)
+
+
+def _resolve_ref(ref: str, base: Path | None) -> str:
+    """A reference that looks like a path resolves relative to the workload's folder."""
+    p = Path(ref)
+    looks_like_path = "/" in ref or p.suffix in (".yaml", ".yml", ".json")
+    if looks_like_path and base is not None and not p.is_absolute() and (base / p).exists():
+        return str(base / p)
+    return ref
+
+
+def sample_lengths(spec: Workload, base: Path | None, where: object) -> tuple[np.ndarray, np.ndarray, int | None]:
+    """``requests`` (prompt, output) pairs: drawn from the distributions, or resampled
+    with replacement from the trace, with ``seed``; and the trace's row count."""
+    rng = np.random.default_rng([spec.seed, 1])
+    if spec.trace is not None:
+        p = Path(spec.trace)
+        if not p.is_absolute() and base is not None:
+            p = base / p
+        if not p.exists():
+            raise SpecError(where, "trace", f"no such file {p}")
+        T, G = read_trace(p)
+        idx = rng.integers(0, T.size, spec.requests)
+        return T[idx], G[idx], T.size
+    return spec.prompt_len.sample(rng, spec.requests), spec.output_len.sample(rng, spec.requests), None
+
+
+def load_workload(path: str | Path, requests: int | None = None) -> LoadedWorkload:
+    """Read, validate and resolve a workload YAML (``requests`` overrides its count); every
+    problem is a SpecError."""
+    path = Path(path)
+    if not path.exists():
+        raise SpecError(path, None, "no such file")
+    data = read_yaml(path)
+    if requests is not None:
+        data = {**data, "requests": requests}
+    spec = build(Workload, data, path)
+    return resolve(spec, path)
+
+
+def resolve(spec: Workload, path: Path | None = None) -> LoadedWorkload:
+    base = path.parent if path is not None else None
+    where = path if path is not None else "workload"
+    try:
+        model = load_model(_resolve_ref(spec.model, base))
+    except SpecError as exc:
+        raise SpecError(where, "model", str(exc)) from None
+    hardware = []
+    for i, ref in enumerate(spec.hardware):
+        try:
+            hardware.append(load_hardware(_resolve_ref(ref, base)))
+        except SpecError as exc:
+            raise SpecError(where, f"hardware.{i}", str(exc)) from None
+    try:
+        hardware = [with_engine(h, spec.engine) for h in hardware]
+    except SpecError as exc:
+        raise SpecError(where, "engine", exc.problem) from None
+    T, G, rows = sample_lengths(spec, base, where)
+    held = T + G - 1
+    over = held > model.max_context
+    if over.any():
+        raise SpecError(where, "trace" if spec.trace else "prompt_len/output_len",
+                        f"{int(over.sum())} of {T.size} requests hold more than {model.name}'s max context "
+                        f"{model.max_context} positions (prompt + output - 1 up to {int(held.max())}); "
+                        "lower the lengths' max")
+    return LoadedWorkload(spec, path, model, tuple(hardware), T, G, rows)

@@ -1,0 +1,83 @@
+"""Sweeps: the grid, its columns and units, the library entry, the CLI and its errors."""
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import calc
+from calc.cli.app import app
+from calc.cli.values import parse_values
+
+runner = CliRunner()
+
+
+def test_parse_values():
+    assert parse_values("8", "--b") == [8]
+    assert parse_values("1,8,64", "--b") == [1, 8, 64]
+    assert parse_values("128:512:128", "--b") == [128, 256, 384, 512]  # inclusive
+    assert parse_values("1,4:8:2", "--b") == [1, 4, 6, 8]
+    for bad in ("", "a", "5:1", "1:5:0", "1:2:3:4"):
+        with pytest.raises(calc.SpecError):
+            parse_values(bad, "--b")
+
+
+def test_library_sweep_matches_estimate():
+    df = calc.sweep(["llama-3.1-8b", "mistral-7b"], ["h100-sxm", "l4"], batch=[1, 16], prompt_len=[128, 2048],
+                    output_len=[64], tp=[1, 2])
+    assert len(df) == 2 * 2 * 2 * 2 * 2
+    row = df[(df.model == "mistral-7b") & (df.hardware == "l4") & (df.tp == 2) & (df.batch == 16)
+             & (df.prompt_tokens == 2048)].iloc[0]
+    est = calc.estimate("mistral-7b", "l4", 16, 2048, 64, tp=2)
+    assert row.ttft_s == pytest.approx(float(est.ttft_s))
+    assert row.tpot_s == pytest.approx(float(est.tpot_s))
+    assert row.fits == bool(est.memory.fits)
+    for col in df.columns[8:]:
+        assert col in ("batch", "fits") or any(col.endswith(u) for u in (
+            "_s", "_bytes", "_flops", "_tokens", "_per_s", "_per_byte", "_bound", "_gpu", "_usd",
+            "usd_per_hour", "output_tokens")), col
+
+
+def test_price_columns():
+    df = calc.sweep("llama-3.1-8b", "h100-sxm", batch=8, prompt_len=512, output_len=256, tp=[1, 2])
+    price = calc.load_hardware("h100-sxm").price.usd_per_hour
+    assert df.usd_per_hour.tolist() == [price, 2 * price]
+    r = df.iloc[0]
+    assert r.usd_per_million_output_tokens == pytest.approx(price / 3600 / r.output_tokens_per_s * 1e6)
+
+
+def test_cli_sweep_writes_csv_and_jsonl(tmp_path):
+    out = tmp_path / "s.csv"
+    r = runner.invoke(app, ["sweep", "--batch", "1,8", "--prompt-len", "128:384:128", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    lines = out.read_text().strip().splitlines()
+    assert len(lines) == 1 + 6 and lines[0].startswith("model,hardware")
+    js = tmp_path / "s.jsonl"
+    r = runner.invoke(app, ["sweep", "--context", "1024,2048", "--batch", "4", "--out", str(js)])
+    rows = [json.loads(x) for x in js.read_text().splitlines()]
+    assert [x["decode_context_tokens"] for x in rows] == [1024, 2048]
+    assert rows[1]["tpot_s"] > rows[0]["tpot_s"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--batch", ""], "no values"),
+    (["--batch", "1:100000", "--prompt-len", "1:2000", "--output-len", "1:1000"], "--yes"),
+    (["--out", "/nonexistent-dir/x.csv"], "does not exist"),
+    (["--out", "x.parquet"], ".csv or .jsonl"),
+    (["--columns", "nope"], "unknown column"),
+    (["--tp", "3"], "--tp"),
+])
+def test_cli_sweep_errors(args, needle):
+    r = runner.invoke(app, ["sweep", *args])
+    assert r.exit_code == 2 and needle in r.output
+
+
+def test_sweep_is_vectorised_not_a_loop():
+    # 20,000 scenarios through one model/hardware pair stay well under a second
+    import time
+
+    t0 = time.perf_counter()
+    df = calc.sweep(batch=list(range(1, 101)), prompt_len=list(range(64, 12864, 64)), output_len=[128])
+    assert len(df) == 20_000 and np.isfinite(df.ttft_s).all()
+    assert time.perf_counter() - t0 < 5  # a per-scenario Python loop would take minutes

@@ -1,0 +1,100 @@
+"""The serving model: KV pages by hand, the step model against mixed_step_cost, the closed form."""
+
+import math
+
+import numpy as np
+import pytest
+
+from calc.serving.capacity import Replica, check_step_model, kv_budget, steady_state, step_features, validate_split
+from calc.spec.catalog import load_hardware, load_model
+from calc.cost.latency import mixed_step_cost
+from calc.cost.operators import Dtypes
+from calc.cost.parallel import Parallel
+from calc.spec.workload import Serving
+
+
+def replica(model="llama-3.1-8b", hw="h100-sxm", tp=1, mb=64, serving=None, **dtypes):
+    m = load_model(model)
+    return Replica(m, load_hardware(hw), tp, mb, Dtypes.resolve(m, dtypes.get("weight"), dtypes.get("kv")), serving or Serving())
+
+
+def test_kv_pages_llama_8b_on_one_80gb_gpu_by_hand():
+    """Llama-3.1-8B bf16 on one 80 GB GPU (h100-sxm), 2k contexts, vLLM's defaults."""
+    kv = replica().kv
+    weights = 8_030_261_248 * 2  # every parameter at 2 bytes: 16.06e9
+    # workspace: the activation peak of one step at the 2048-token budget = the residual
+    # x[2048, 4096] plus the largest operator, SiLU-and-multiply reading [2048, 2 x 14336]
+    # and writing [2048, 14336], all bf16
+    workspace = 2048 * 4096 * 2 + 2048 * 2 * 14336 * 2 + 2048 * 14336 * 2
+    assert workspace == 192_937_984
+    per_token = 32 * 2 * 8 * 128 * 2  # L x (K, V) x Hkv x D x bf16 = 131072 B
+    pages = math.floor((80e9 * 0.9 - weights - workspace) / (16 * per_token))
+    assert (kv.weights_bytes, kv.workspace_bytes, kv.kv_bytes_per_token) == (weights, workspace, per_token)
+    assert kv.pages == pages == 26_582
+    # 2k contexts: 2048 positions = 128 pages of 16 each, so floor(26582 / 128) sequences;
+    # without pages (80e9 x 0.9 - 16.06e9 - workspace) / (2048 x 131072) = 207.7
+    assert (80e9 * 0.9 - weights - workspace) / (2048 * per_token) == pytest.approx(207.7, abs=0.05)
+    assert kv.max_sequences(2048) == pages // 128 == 207
+    # the closed form of a 2k workload (T + G - 1 = 2048) says the same
+    ss = steady_state(replica(mb=512), np.full(100, 1536), np.full(100, 513))
+    assert ss.kv_sequences_longest == 207 and ss.kv_concurrency_full == pytest.approx(pages / 128)
+
+
+def test_kv_pages_shard_under_tp_and_halve_with_fp8():
+    one, two = replica().kv, replica(tp=2).kv
+    assert two.kv_bytes_per_token == one.kv_bytes_per_token / 2  # 8 KV heads over 2 GPUs
+    assert two.weights_bytes < one.weights_bytes / 2 + 1.1e9  # the rest, sharded (embeddings too)
+    assert replica(kv="fp8").kv.kv_bytes_per_token == one.kv_bytes_per_token / 2
+
+
+def test_model_that_does_not_fit_has_no_pages():
+    kv = replica("llama-3.1-70b", "h100-sxm").kv
+    assert not kv.fits and kv.pages == 0 and kv.kv_bytes < 0
+
+
+@pytest.mark.parametrize("model, hw, tp", [
+    ("llama-3.1-8b", "h100-sxm", 1),  # dense GQA
+    ("mixtral-8x7b", "h100-sxm", 2),  # MoE (experts touched), TP all-reduces
+    ("gemma-2-9b", "a100-80gb-sxm", 1),  # sliding-window layers
+    ("deepseek-v2-lite", "h100-sxm", 1),  # MLA: prefill and decode forms
+])
+def test_step_model_reproduces_mixed_step_cost(model, hw, tp):
+    rep = replica(model, hw, tp)
+    sm = rep.steps
+    assert sm.max_fit_error < 1e-9
+    worst = check_step_model(sm, rep.hw, rep.dt, rep.eff, "fused", rep.par, steps=40, seed=3)
+    assert worst < 1e-9  # exact up to rounding: every operator term is affine in the features
+
+
+def test_step_model_one_decode_step_by_hand():
+    rep = replica()
+    new, past = np.ones(8), np.full(8, 1000.0)
+    ref = float(mixed_step_cost(rep.model, rep.hw, new, past, rep.dt, rep.eff).time_s)
+    assert rep.steps.time(new, past) == pytest.approx(ref, rel=1e-12)
+    x = step_features(rep.model, new, past)
+    # [1, tokens, sequences, experts touched, pairs, positions read]
+    assert x.tolist() == [1.0, 8.0, 8.0, 0.0, 8 * 1001.0, 8 * 1001.0]
+
+
+def test_closed_form_limits():
+    T, G = np.full(500, 128), np.full(500, 1024)
+    ss = steady_state(replica(mb=64), T, G)
+    assert ss.limited_by == "max batch" and ss.batch == 64
+    # decode-dominated: ~1 prefill per 1024 steps, so throughput ~ 64 / decode step time
+    assert ss.output_tokens_per_s == pytest.approx(64 / ss.decode_step_s, rel=0.1)
+    small = steady_state(replica("llama-3.1-8b", "l40s", mb=512), np.full(500, 4000), np.full(500, 500))
+    assert small.limited_by == "KV cache" and small.batch < 512
+
+
+def test_validate_split():
+    m = load_model("llama-3.1-8b")
+    assert validate_split(m, load_hardware("h100-sxm"), 2) is None
+    assert "does not divide" in validate_split(m, load_hardware("h100-sxm"), 3)
+    cpu = load_hardware("cpu-generic-2core")
+    assert "interconnect" in validate_split(m, cpu, 2) or "link" in validate_split(m, cpu, 2)
+
+
+def test_kv_budget_function_matches_replica():
+    m = load_model("llama-3.1-8b")
+    kv = kv_budget(m, load_hardware("h100-sxm"), Dtypes.resolve(m), Parallel(), Serving(gpu_memory_utilization=0.5))
+    assert kv.usable_bytes == 40e9 and kv.pages < replica().kv.pages

@@ -1,0 +1,181 @@
+"""The planner and `roofline plan`: the answer, the rejections, the report files, and the
+outcomes that are answers (exit 0) rather than user errors (exit 2)."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from calc.render.plan import plan_record
+from calc.serving.plan import plan
+from calc.spec.workload import load_workload
+
+runner = CliRunner()
+
+TWO_K = """\
+name: two-k
+model: llama-3.1-8b
+hardware: [h100-sxm]
+arrival: {rate_per_s: 2}
+prompt_len: {dist: fixed, value: 1536}
+output_len: {dist: fixed, value: 513}
+slo: {tpot_p99_s: 0.1}
+tp: [1]
+max_batch: [512]
+max_gpus: 1
+requests: 100
+"""
+
+CHAT = """\
+name: small-chat
+model: llama-3.1-8b
+hardware: [l4, h100-sxm, a100-80gb-sxm]
+arrival: {rate_per_s: 8}
+prompt_len: {dist: lognormal, median: 600, sigma: 0.7, min: 16, max: 4096}
+output_len: {dist: lognormal, median: 150, sigma: 0.6, min: 4, max: 1024}
+slo: {ttft_p99_s: 1.0, tpot_p99_s: 0.05}
+tp: [1, 2]
+max_batch: [32, 128]
+max_gpus: 4
+requests: 300
+"""
+
+
+def write(tmp_path, text, name="w.yaml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def run(*args):
+    return runner.invoke(app_(), [str(a) for a in args])
+
+
+def app_():
+    from calc.cli.app import app
+
+    return app
+
+
+def test_planner_kv_concurrency_matches_the_hand_derivation(tmp_path):
+    """Llama-3.1-8B bf16 on one 80 GB GPU, 2k contexts (1536 + 513 - 1 = 2048 positions):
+    pages = floor((80e9 x 0.9 - 16,060,522,496 - 192,937,984) / (16 x 131072)) = 26,582
+    (workspace: see tests/calc/test_capacity.py); sequences = floor(26,582 / (2048 / 16)) = 207."""
+    r = run("plan", write(tmp_path, TWO_K), "--format", "json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    rep = d["chosen"]["per_replica"]
+    assert rep["weights_bytes_per_gpu"] == 8_030_261_248 * 2
+    assert rep["workspace_bytes_per_gpu"] == 2048 * 4096 * 2 + 2048 * 2 * 14336 * 2 + 2048 * 14336 * 2
+    assert rep["kv_pages"] == (80e9 * 0.9 - 16_060_522_496 - 192_937_984) // (16 * 131072) == 26_582
+    assert rep["kv_sequences_at_longest_context"] == 26_582 // 128 == 207
+
+
+def test_plan_picks_the_cheapest_that_meets_the_slos(tmp_path):
+    p = plan(load_workload(write(tmp_path, CHAT)))
+    c = p.chosen
+    assert c is not None and c.meets
+    for t in p.trials:  # nothing cheaper that was simulated meets the SLOs
+        if t.meets:
+            assert t.usd_per_hour >= c.usd_per_hour
+    assert all(p.ranked[i].usd_per_hour <= p.ranked[i + 1].usd_per_hour for i in range(len(p.ranked) - 1))
+    for o in p.rejected:
+        assert o.reason and o.kind in ("fit", "split", "kv", "ttft", "tpot", "gpus", "slo", "pruned", "same")
+    # fewer replicas of the chosen configuration miss (or cannot keep up)
+    opt = next(o for o in p.options if c in o.trials)
+    assert all(not t.meets for t in opt.trials if t.replicas < c.replicas)
+    rec = plan_record(p)
+    assert rec["chosen"]["config"] == c.label and rec["chosen"]["meets_slos"]
+
+
+def test_plan_writes_markdown_and_self_contained_html(tmp_path):
+    out = tmp_path / "report"
+    r = run("plan", write(tmp_path, CHAT), "--out", out)
+    assert r.exit_code == 0, r.output
+    assert "Cheapest configuration that meets the SLOs" in r.output and "planned in" in r.output
+    md = (out / "report.md").read_text()
+    html = (out / "report.html").read_text()
+    for section in ("## Answer", "## Workload", "## Configurations that meet the SLOs", "## Rejected configurations",
+                    "## Chosen configuration", "## Charts", "## Assumptions", "## What would change the answer"):
+        assert section in md
+    for png in ("pareto.png", "kv.png", "roofline.png"):
+        assert f"]({png})" in md and (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert html.count("data:image/png;base64,") == 3 and "src=\"http" not in html and "<table>" in html
+    assert "uncalibrated" in md and "efficiencies compute" in md
+    assert json.loads((out / "plan.json").read_text())["chosen"]["gpus"] >= 1
+    assert not list(out.glob(".*.tmp"))  # written atomically, nothing left behind
+
+
+def test_no_configuration_meets_the_slos_is_an_answer(tmp_path):
+    text = CHAT.replace("slo: {ttft_p99_s: 1.0, tpot_p99_s: 0.05}", "slo: {e2e_p99_s: 0.05}")
+    r = run("plan", write(tmp_path, text))
+    assert r.exit_code == 0, r.output
+    assert "No configuration meets the SLOs" in r.output and "Closest:" in r.output and "e2e p99" in r.output
+
+
+def test_a_workload_that_fits_on_no_candidate(tmp_path):
+    text = CHAT.replace("llama-3.1-8b", "llama-3.1-405b").replace("[l4, h100-sxm, a100-80gb-sxm]", "[l4, h100-sxm]")
+    out = tmp_path / "nofit"
+    r = run("plan", write(tmp_path, text), "--out", out)
+    assert r.exit_code == 0, r.output
+    assert "fits on no candidate" in r.output and "does not fit" in r.output and "short by" in r.output
+    assert "fits on no candidate" in (out / "report.md").read_text()
+
+
+def test_slo_floor_rejects_without_simulating(tmp_path):
+    text = CHAT.replace("slo: {ttft_p99_s: 1.0, tpot_p99_s: 0.05}", "slo: {tpot_p99_s: 0.001}")
+    p = plan(load_workload(write(tmp_path, text)))
+    assert p.chosen is None and not p.trials
+    assert {o.kind for o in p.rejected} == {"tpot"}
+    assert "a decode step at batch 1" in p.rejected[0].reason
+
+
+def test_unpriced_hardware_ranks_by_gpus(tmp_path):
+    text = CHAT.replace("llama-3.1-8b", "llama-3.2-1b").replace("[l4, h100-sxm, a100-80gb-sxm]", "[rtx-4090]")
+    p = plan(load_workload(write(tmp_path, text)))
+    assert p.chosen is not None and p.chosen.usd_per_hour is None
+    r = run("plan", write(tmp_path, text, "again.yaml"))
+    assert r.exit_code == 0 and "price unknown" in r.output
+
+
+def test_closed_loop_concurrency(tmp_path):
+    text = CHAT.replace("arrival: {rate_per_s: 8}", "arrival: {concurrency: 24}").replace(
+        "[l4, h100-sxm, a100-80gb-sxm]", "[h100-sxm]")
+    p = plan(load_workload(write(tmp_path, text)))
+    assert p.chosen is not None and p.chosen.sim.offered_per_s is None
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_formats(tmp_path, fmt):
+    r = run("plan", write(tmp_path, TWO_K), "--format", fmt, "--requests", 50)
+    assert r.exit_code == 0, r.output
+    if fmt == "csv":
+        assert r.output.splitlines()[0].startswith("config,hardware,tp,max_batch,replicas,gpus")
+
+
+def test_out_must_be_a_folder(tmp_path):
+    f = tmp_path / "file.txt"
+    f.write_text("x")
+    r = run("plan", write(tmp_path, TWO_K), "--out", f)
+    assert r.exit_code == 2 and "not a folder" in r.output
+
+
+def test_planning_modules_import_no_matplotlib_or_pandas():
+    import subprocess
+    import sys
+
+    code = ("import sys, calc.spec.workload, calc.serving.capacity, calc.serving.simulate, calc.serving.plan, calc.render.plan, calc.plot.plan; "
+            "print(' '.join(m for m in ('torch', 'matplotlib', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_roofline_chart_without_calc_plot(tmp_path, monkeypatch):
+    """The report draws its own roofline when calc.plot.charts is not there."""
+    import sys
+
+    from calc.plot.plan import roofline_png
+
+    p = plan(load_workload(write(tmp_path, TWO_K)))
+    monkeypatch.setitem(sys.modules, "calc.plot.charts", None)
+    assert roofline_png(p.chosen)[:4] == b"\x89PNG"
