@@ -3,23 +3,31 @@
 Pure numpy; never imports torch, matplotlib or pandas at module level.
 """
 
-from calc.spec.catalog import load_hardware, load_model
 from calc.core.errors import SpecError
-from calc.spec.model import ModelSpec
+from calc.spec.catalog import load_hardware, load_model
 from calc.spec.hardware import HardwareSpec
+from calc.spec.model import ModelSpec
 
 __all__ = ["HardwareSpec", "ModelSpec", "SpecError", "estimate", "load_hardware", "load_model", "sweep"]
 
 
-def estimate(model, hardware, batch=1, prompt_len=512, output_len=128, **options):
-    """Library entry: names or specs in, a calc.cost.latency.Estimate out (arrays broadcast)."""
+def estimate(model, hardware, batch=1, prompt_len=512, output_len=128, *, engine=None, **options):
+    """Library entry: names or specs in, a calc.cost.latency.Estimate out (arrays broadcast);
+    ``engine`` names a serving-engine preset to use instead of the profile's own."""
     from calc.cost.latency import estimate as _estimate
 
-    return _estimate(load_model(model), load_hardware(hardware), batch, prompt_len, output_len, **options)
+    hw = load_hardware(hardware).with_engine(engine)
+    return _estimate(load_model(model), hw, batch, prompt_len, output_len, **options)
 
 
-def sweep(*args, **kwargs):
-    """Every combination of the given values -> a pandas DataFrame (see calc.cost.sweep.sweep)."""
+def sweep(model="llama-3.1-8b", hardware="h100-sxm", *args, engine=None, **kwargs):
+    """Every combination of the given values -> a pandas DataFrame (see calc.cost.sweep.sweep);
+    model and hardware take names, paths or specs, one or a list."""
     from calc.cost.sweep import sweep as _sweep
 
-    return _sweep(*args, **kwargs)
+    def specs(refs, load):
+        return [load(r) for r in refs] if isinstance(refs, (list, tuple)) else load(refs)
+
+    hw = specs(hardware, load_hardware)
+    hw = [h.with_engine(engine) for h in hw] if isinstance(hw, list) else hw.with_engine(engine)
+    return _sweep(specs(model, load_model), hw, *args, **kwargs)

@@ -16,9 +16,9 @@ import time
 import numpy as np
 
 from calc import load_hardware, load_model
+from calc.cost.efficiency import Efficiency
 from calc.cost.latency import decode_cost, prefill_cost
 from calc.cost.operators import Dtypes
-from calc.cost.roofline import Efficiency
 from calc.cost.sweep import CHUNK
 
 _TIMER = """
@@ -68,7 +68,7 @@ def sweep_million_s() -> tuple[float, float, int]:
     import tempfile
 
     from calc import sweep
-    from calc.cost.sweep import write_frame
+    from calc.render.frames import write_frame
 
     t0 = time.perf_counter()
     df = sweep("llama-3.1-8b", "h100-sxm", batch=list(range(1, 101)), prompt_len=list(range(128, 12929, 128)),

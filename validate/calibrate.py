@@ -29,11 +29,12 @@ import numpy as np
 import yaml
 
 from calc.core.files import atomic_write
-from calc.cost.operators import Dtypes, Pass, pass_ops
-from calc.cost.roofline import Efficiency, op_time
-from calc.spec.model import ModelSpec
-from calc.spec.hardware import HardwareSpec
 from calc.core.units import MICRO, TERA
+from calc.cost.efficiency import Efficiency
+from calc.cost.operators import Dtypes, Pass, pass_ops
+from calc.cost.roofline import op_time
+from calc.spec.hardware import HardwareSpec
+from calc.spec.model import ModelSpec
 
 HELD_OUT_EVERY = 3
 

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from calc.spec.catalog import load_hardware, load_model
 from calc.core.errors import SpecError
-from calc.spec.hardware import HardwareSpec
 from calc.core.units import GB, MICRO
+from calc.spec.catalog import load_hardware, load_model
+from calc.spec.hardware import HardwareSpec
 from validate import calibrate as cal
-from validate.measurements import predict_point, read_rows
+from validate.measurements import predict_point, read_rows, request_prediction, resolve_spec
 
 if TYPE_CHECKING:
     from validate.runner import Run
@@ -54,8 +54,6 @@ def calibrate_run(state: Run, ko_prior: float) -> None:
                                    "off the fit (a raised fp32 peak moves other dtypes' elementwise roofs)")
                 break
     for req in state.requests:
-        from validate.runner import request_prediction
-
         req["predicted_calibrated"] = request_prediction(state.spec, state.calibrated, req["dtype"])
 
 
@@ -144,8 +142,6 @@ def provenance(state: Run) -> dict:
 def refit(csv_path: Path, base_ref: str, out: Path, model_ref: str | None = None):
     """`roofline calibrate`: refit a base profile from a saved measurements.csv; write ``out`` atomically.
     Returns (profile, fits, held-out errors, rows)."""
-    from validate.runner import resolve_spec
-
     rows = read_rows(csv_path)
     base = load_hardware(base_ref)
     folder = Path(csv_path).parent

@@ -19,11 +19,12 @@ from pathlib import Path
 import numpy as np
 
 from calc.core.errors import SpecError
+from calc.cost.efficiency import Efficiency
 from calc.cost.latency import decode_cost, prefill_cost
 from calc.cost.operators import Dtypes
-from calc.cost.roofline import Efficiency
-from calc.spec.model import ModelSpec
+from calc.spec.catalog import load_model
 from calc.spec.hardware import HardwareSpec
+from calc.spec.model import ModelSpec
 from validate.timing import Point, Timing
 
 COLUMNS = ["model", "layers", "device", "threads", "dtype", "phase", "batch", "prompt_len", "context", "split",
@@ -142,3 +143,30 @@ def predict_point(spec: ModelSpec, hw: HardwareSpec, p: Point) -> tuple[float, s
 
 
 __all__ = ["Row", "read_rows", "write_rows", "predict_point"]
+
+
+SEED = (2, 128, 16)  # the seed experiment: prompt [2, 128], 16 generated tokens
+
+
+def resolve_spec(ref: str, layers: int | None) -> ModelSpec:
+    """The model to build: a catalog name or file, at ``layers`` layers of its real widths."""
+    from validate.reference import reduced
+
+    spec = load_model(ref)
+    if layers is not None and not 1 <= layers <= spec.num_layers:
+        raise SpecError("--layers", None, f"must be between 1 and {spec.num_layers} for {spec.name}, got {layers}")
+    try:
+        return reduced(spec, layers)
+    except ValueError as exc:
+        errors = getattr(exc, "errors", lambda: [])()
+        why = errors[0]["msg"].removeprefix("Value error, ") if errors else str(exc)
+        raise SpecError("--layers", None, f"{spec.name} with {layers} layers: {why}") from None
+
+
+def request_prediction(spec, hw, dtype) -> dict:
+    """The seed request's TTFT, first decode step and TPOT, predicted with ``hw``."""
+    from calc.cost.latency import estimate
+
+    B, T, G = SEED
+    est = estimate(spec, hw, B, T, G, weight_dtype=dtype, kv_dtype=dtype, compute_dtype=dtype)
+    return {"ttft_s": float(est.ttft_s), "first_decode_s": float(est.decode.time_s), "tpot_s": float(est.tpot_s)}

@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from calc.spec.hardware import HardwareSpec
 from calc.core.units import GB, TB, TERA
+from calc.spec.hardware import HardwareSpec
 
 TORCH = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from calc.render import text as render
+from calc.core import text as render
 from validate.calibrate import fmt_pct
 
 TARGET_MEDIAN, TARGET_P90 = 0.15, 0.30

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
-from calc.spec.catalog import hardware_catalog, load_hardware, load_model
 from calc.core.errors import SpecError
-from calc.spec.model import ModelSpec
-from calc.spec.hardware import HardwareSpec
 from calc.core.units import GB, canonical_dtype
+from calc.spec.catalog import hardware_catalog, load_hardware
+from calc.spec.hardware import HardwareSpec
+from calc.spec.model import ModelSpec
 from validate import calibrate as cal
 from validate.fitting import calibrate_run
-from validate.measurements import Row, predict_point, write_rows
+from validate.measurements import SEED, Row, predict_point, request_prediction, resolve_spec, write_rows
 from validate.timing import Point, Progress
 
 GRIDS = {  # batches, prompt lengths (prefill), decode contexts
@@ -32,7 +32,6 @@ GRIDS = {  # batches, prompt lengths (prefill), decode contexts
 BUDGET_S = {"default": 150.0, "quick": 12.0}  # timing budget for the whole grid
 MAX_CALL_S = {"default": 2.0, "quick": 0.5}  # a point whose single call is slower is skipped
 ROUNDS = {"default": 3, "quick": 2}  # passes over the grid; each point's samples are pooled
-SEED = (2, 128, 16)  # the seed experiment: prompt [2, 128], 16 generated tokens
 
 
 @dataclass
@@ -85,20 +84,6 @@ def check_device(device: str):
     elif device != "cpu":
         raise SpecError("--device", None, f"expected cpu or cuda, got {device!r}")
     return torch
-
-
-def resolve_spec(ref: str, layers: int | None) -> ModelSpec:
-    from validate.reference import reduced
-
-    spec = load_model(ref)
-    if layers is not None and not 1 <= layers <= spec.num_layers:
-        raise SpecError("--layers", None, f"must be between 1 and {spec.num_layers} for {spec.name}, got {layers}")
-    try:
-        return reduced(spec, layers)
-    except ValueError as exc:
-        errors = getattr(exc, "errors", lambda: [])()
-        why = errors[0]["msg"].removeprefix("Value error, ") if errors else str(exc)
-        raise SpecError("--layers", None, f"{spec.name} with {layers} layers: {why}") from None
 
 
 def default_base(device: str, name: str) -> str | None:
@@ -346,14 +331,6 @@ def _time_point(model, spec, p: Point, sync, budget, max_call, device, threads, 
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
         return "oom"
-
-
-def request_prediction(spec, hw, dtype) -> dict:
-    from calc.cost.latency import estimate
-
-    B, T, G = SEED
-    est = estimate(spec, hw, B, T, G, weight_dtype=dtype, kv_dtype=dtype, compute_dtype=dtype)
-    return {"ttft_s": float(est.ttft_s), "first_decode_s": float(est.decode.time_s), "tpot_s": float(est.tpot_s)}
 
 
 def _request_fits(spec, base, dtype, budget_s: float) -> bool:

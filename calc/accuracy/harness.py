@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from calc.spec.catalog import REPO_ROOT, hardware_catalog, load_hardware, load_model, model_catalog
-from calc.spec.engine import EngineSpec, engines, with_engine
 from calc.core.errors import SpecError
+from calc.spec.catalog import REPO_ROOT, hardware_catalog, load_hardware, load_model, model_catalog
+from calc.spec.engine import EngineSpec, engines
 
 PUBLISHED = REPO_ROOT / "reports" / "accuracy" / "published.csv"
 ENGINE_OF = {"tensorrt-llm": "trtllm", "nim": "trtllm", "vllm": "vllm", "sglang": "sglang",
@@ -125,32 +125,13 @@ def load_rows(path: Path = PUBLISHED) -> tuple[list[Row], list[tuple[str, str]]]
     return rows, skipped
 
 
-def _hardware_with(name: str, params: dict | None, ideal: bool):
-    """The catalog profile with a preset's parameters written into its efficiency block."""
-    hw = load_hardware(name)
-    if ideal:  # the "ideal" preset: peaks and data-sheet bandwidth, also inside calc.serving.capacity
-        return with_engine(hw, "ideal")
-    if params is None:
-        return hw
-    return hw.model_copy(update={"efficiency": hw.efficiency.model_copy(update={**params, "engine": None})})
-
-
-def preset_params(preset: EngineSpec, hw) -> dict:
-    """A preset as efficiency-block values for one profile (scales applied)."""
-    return {"attention": preset.attention, "gemm_m_half": preset.gemm_m_half,
-            "memory_half_mb": preset.memory_half_mb, "kernel_overhead_us": preset.kernel_overhead_us,
-            "step_overhead_us": preset.step_overhead_us,
-            "compute": hw.efficiency.compute * preset.compute_scale,
-            "memory": hw.efficiency.memory * preset.memory_scale}
-
-
 def predict(row: Row, preset: EngineSpec | None) -> float:
     """The row's metric from the calculator; preset None: the ideal roofline."""
     from calc.cost.latency import estimate
 
     ideal = preset is None or preset.ideal
-    base = load_hardware(row.hardware)
-    hw = _hardware_with(row.hardware, None if ideal else preset_params(preset, base), ideal)
+    # the "ideal" preset: peaks and data-sheet bandwidth, also inside calc.serving.capacity
+    hw = load_hardware(row.hardware).with_engine("ideal" if ideal else preset)
     model = load_model(row.model)
     attention = "fused" if ideal else preset.attention_kernel
     kw = dict(weight_dtype=row.weight_dtype, kv_dtype=row.kv_dtype, compute_dtype=row.compute_dtype,
@@ -183,8 +164,8 @@ def predict(row: Row, preset: EngineSpec | None) -> float:
 def _steady_output(model, hw, row: Row, kw: dict) -> float:
     """Output tokens/s of one replica under continuous batching at the row's concurrency
     (or as many running requests as the KV cache and the engine's cap allow)."""
-    from calc.serving.capacity import Replica, steady_state
     from calc.cost.operators import Dtypes
+    from calc.serving.capacity import Replica, steady_state
     from calc.spec.workload import Serving
 
     dt = Dtypes.resolve(model, kw["weight_dtype"], kw["kv_dtype"], kw["compute_dtype"], kw["group_size"])

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from calc.render import text as render
 from calc.accuracy.harness import FITTED, PUBLISHED, Result, run, stats
+from calc.core import text as render
 from calc.core.files import atomic_write
 
 KINDS = (("ideal", "ideal roofline"), ("default", "presets (engines.yaml)"), ("fitted", "refitted now"))

@@ -15,24 +15,40 @@ def parse_values(text: str | int | float, option: str, kind=int) -> list:
         part = part.strip()
         if not part:
             continue
+        bits = part.split(":")
+        if len(bits) > 3:
+            raise _unreadable(option, part)
         try:
-            if ":" in part:
-                bits = part.split(":")
-                if len(bits) not in (2, 3):
-                    raise ValueError
-                start, stop = kind(bits[0]), kind(bits[1])
-                step = kind(bits[2]) if len(bits) == 3 else kind(1)
-                if step <= 0:
-                    raise SpecError(option, None, f"range step must be positive in {part!r}")
-                if stop < start:
-                    raise SpecError(option, None, f"range {part!r} is empty (stop < start)")
-                count = int(np.floor((stop - start) / step + 1e-9)) + 1
-                out.extend(kind(start + i * step) for i in range(count))
-            else:
-                out.append(kind(part))
+            nums = [kind(b) for b in bits]
         except ValueError:
-            raise SpecError(option, None, f"cannot read {part!r}: expected a number, a comma list or "
-                                          "start:stop:step") from None
+            raise _unreadable(option, part) from None
+        if len(nums) == 1:
+            out.append(nums[0])
+            continue
+        start, stop = nums[0], nums[1]
+        step = nums[2] if len(nums) == 3 else kind(1)
+        if step <= 0:
+            raise SpecError(option, None, f"range step must be positive in {part!r}")
+        if stop < start:
+            raise SpecError(option, None, f"range {part!r} is empty (stop < start)")
+        count = int(np.floor((stop - start) / step + 1e-9)) + 1
+        out.extend(kind(start + i * step) for i in range(count))
     if not out:
         raise SpecError(option, None, "no values given")
     return out
+
+
+def _unreadable(option: str, part: str) -> SpecError:
+    return SpecError(option, None, f"cannot read {part!r}: expected a number, a comma list or start:stop:step")
+
+
+def split_names(text: str | None) -> list[str | None]:
+    """'a,b' -> ['a', 'b']; None -> [None] (the option's default applies)."""
+    return [None] if text is None else [t.strip() for t in text.split(",") if t.strip()]
+
+
+def one(values: list, option: str):
+    """The single value of an option that takes one here."""
+    if len(values) != 1:
+        raise SpecError(option, None, f"takes one value here, got {len(values)}")
+    return values[0]

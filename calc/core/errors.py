@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+
 
 class SpecError(ValueError):
     """A user-facing input error; the CLI prints ``str(err)`` and exits 2.
@@ -32,3 +34,10 @@ class SpecError(ValueError):
         if more:
             msg += f" (and {more} more problem{'s' if more > 1 else ''})"
         return cls(path, field, msg)
+
+
+def suggest(name: str, names, n: int = 3, cutoff: float = 0.5) -> str:
+    """"; did you mean a, b?" for the closest of ``names`` to ``name`` (empty when none is close):
+    the one place an unknown name gets its suggestions."""
+    close = difflib.get_close_matches(name, list(names), n=n, cutoff=cutoff)
+    return f"; did you mean {', '.join(close)}?" if close else ""

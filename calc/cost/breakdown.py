@@ -4,28 +4,29 @@ from __future__ import annotations
 
 import numpy as np
 
+from calc.core import text as render
 from calc.cost import firstorder
-from calc.render import text as render
-from calc.cost.latency import decode_cost, engine_pass_options, prefill_cost
+from calc.cost.efficiency import Efficiency, pass_options
+from calc.cost.latency import decode_cost, prefill_cost
 from calc.cost.operators import Dtypes
 from calc.cost.parallel import Parallel, check
-from calc.cost.roofline import Efficiency, PhaseCost
-from calc.spec.model import ModelSpec
+from calc.cost.roofline import PhaseCost
 from calc.spec.hardware import HardwareSpec
+from calc.spec.model import ModelSpec
 
 
 def phase_for(model: ModelSpec, hw: HardwareSpec, phase: str, batch, seq_len, *, weight_dtype=None,
               kv_dtype=None, compute_dtype=None, group_size=128, attention=None, ideal=False,
-              tp=1, pp=1, ep=1, imbalance=1.0, engine=None) -> tuple[PhaseCost, Dtypes]:
+              tp=1, pp=1, ep=1, imbalance=1.0) -> tuple[PhaseCost, Dtypes]:
     """The PhaseCost of a prefill of seq_len tokens, or a decode step at context seq_len."""
     from calc.core.errors import SpecError
 
     dt = Dtypes.resolve(model, weight_dtype, kv_dtype, compute_dtype, group_size)
-    attention, logits = engine_pass_options(model, hw, engine, ideal, attention)
+    attention, logits = pass_options(model, hw, ideal, attention)
     if seq_len + (phase == "decode") > model.max_context:
         raise SpecError("--seq-len", None, f"{seq_len} exceeds {model.name}'s max context {model.max_context}")
     par = check(model, Parallel(tp, pp, ep, imbalance))
-    eff = Efficiency.of(hw, ideal, engine)
+    eff = Efficiency.of(hw, ideal)
     B, S = np.float64(batch), np.float64(seq_len)
     if phase == "prefill":
         return prefill_cost(model, hw, B, S, dt, eff, attention, par=par, logits=logits)[0], dt

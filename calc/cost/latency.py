@@ -16,12 +16,13 @@ from functools import cached_property
 import numpy as np
 
 from calc.core.errors import SpecError
+from calc.cost.efficiency import Efficiency, pass_options
 from calc.cost.memory import MemoryEstimate, request_memory
 from calc.cost.operators import Dtypes, Pass, accumulate, pass_ops
 from calc.cost.parallel import SINGLE, Parallel, check, link
-from calc.cost.roofline import Efficiency, PhaseCost, phase_cost
-from calc.spec.model import ModelSpec
+from calc.cost.roofline import PhaseCost, phase_cost
 from calc.spec.hardware import HardwareSpec
+from calc.spec.model import ModelSpec
 
 # Decode contexts at which the step is evaluated to average it over the G - 1 steps.
 TPOT_NODES = 8
@@ -53,29 +54,6 @@ def decode_cost(model, hw, batch, context, dt, eff, attention="fused", par: Para
     """One decode step: one new token per sequence over ``context`` cached positions."""
     ops = pass_ops(model, Pass(batch, np.float64(1.0), np.asarray(context, float), "decode"), dt, attention, par)
     return phase_cost(ops, hw, dt, eff, link(hw, par))
-
-
-def engine_in_effect(hw: HardwareSpec, engine: str | None, ideal: bool):
-    """The engine preset in effect (named, or the profile's), or None."""
-    name = engine or hw.efficiency.engine
-    if ideal or name is None:
-        return None
-    from calc.spec.engine import load_engine
-
-    return load_engine(name)
-
-
-def engine_pass_options(model: ModelSpec, hw: HardwareSpec, engine: str | None, ideal: bool,
-                        attention: str | None = None) -> tuple[str, int]:
-    """(attention kernel, logits positions per prefill sequence) of the engine in effect:
-    an explicit ``attention`` wins; else the preset's kernel (fused by default) and, for
-    presets that compute logits for every prompt position, all of them."""
-    preset = engine_in_effect(hw, engine, ideal)
-    attention = attention or (preset.attention_kernel if preset else "fused")
-    if attention not in ("fused", "unfused"):
-        raise SpecError("--attention", None, f"must be fused or unfused, got {attention!r}")
-    logits = model.max_context if preset is not None and preset.logits_all_positions else 1
-    return attention, logits
 
 
 def mixed_step_cost(model, hw, new, past, dt, eff, attention="fused", par: Parallel = SINGLE,
@@ -179,11 +157,11 @@ class Estimate:
 def estimate(model: ModelSpec, hw: HardwareSpec, batch=1, prompt_len=512, output_len=128, *,
              weight_dtype=None, kv_dtype=None, compute_dtype=None, group_size: int = 128,
              attention: str | None = None, ideal: bool = False, tp: int = 1, pp: int = 1, ep: int = 1,
-             imbalance: float = 1.0, engine: str | None = None) -> Estimate:
+             imbalance: float = 1.0) -> Estimate:
     """Estimate one request shape, or many: batch, prompt_len and output_len broadcast.
-    Times and memory are per GPU of a TP x PP split (calc.cost.parallel). ``engine`` names a
-    serving-engine preset (calc.spec.engine) to use instead of the profile's own; the
-    attention kernel defaults to the engine's (fused unless the preset says otherwise)."""
+    Times and memory are per GPU of a TP x PP split (calc.cost.parallel), under the profile's
+    engine preset (``hw.with_engine(name)`` picks another); the attention kernel defaults to
+    the preset's (fused unless the preset says otherwise)."""
     B = _as_int_array(batch, "--batch", 1)
     T = _as_int_array(prompt_len, "--prompt-len", 1)
     G = _as_int_array(output_len, "--output-len", 1)
@@ -194,11 +172,11 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batch=1, prompt_len=512, output
         raise SpecError("--prompt-len/--output-len", None,
                         f"prompt + output - 1 = {worst:g} positions exceeds {model.name}'s max context "
                         f"{model.max_context}")
-    attention, logits = engine_pass_options(model, hw, engine, ideal, attention)
+    attention, logits = pass_options(model, hw, ideal, attention)
     dt = Dtypes.resolve(model, weight_dtype, kv_dtype, compute_dtype, group_size)
     par = check(model, Parallel(tp, pp, ep, imbalance))
     link(hw, par)  # a split on hardware without a link is an input error, raised here
-    eff = Efficiency.of(hw, ideal, engine)
+    eff = Efficiency.of(hw, ideal)
     prefill, prefill_ops = prefill_cost(model, hw, B, T, dt, eff, attention, par=par, logits=logits)
     first = decode_cost(model, hw, B, T, dt, eff, attention, par)
     steps = G - 1

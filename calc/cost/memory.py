@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from calc.core.units import DTYPE_BYTES
 from calc.cost.operators import Dtypes, OpCost
 from calc.cost.parallel import SINGLE, Parallel, kv_heads_per_gpu, sharded_weight_bytes
-from calc.spec.model import ModelSpec
 from calc.spec.hardware import HardwareSpec
-from calc.core.units import DTYPE_BYTES
+from calc.spec.model import ModelSpec
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ from functools import cached_property
 import numpy as np
 
 from calc.core.errors import SpecError
+from calc.core.units import DTYPE_BYTES, WEIGHT_ONLY, canonical_dtype
 from calc.cost.parallel import SINGLE, Parallel, all_to_all, kv_heads_per_gpu, ring_allreduce
 from calc.spec.model import ModelSpec
-from calc.core.units import DTYPE_BYTES, WEIGHT_ONLY, canonical_dtype
 
 # Elementwise FLOPs per element, stated once (small, but present):
 RMSNORM_FLOPS = 4  # square, accumulate, scale by rsqrt, multiply by weight

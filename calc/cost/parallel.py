@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from calc.core.errors import SpecError
-from calc.spec.model import ModelSpec
 from calc.spec.hardware import HardwareSpec
+from calc.spec.model import ModelSpec
 
 
 @dataclass(frozen=True)

@@ -15,66 +15,14 @@ profile may override its efficiencies per compute dtype (efficiency.by_dtype).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
+from calc.cost.efficiency import Efficiency
 from calc.cost.operators import STREAMS, Dtypes, OpCost, accumulate, total
 from calc.spec.hardware import HardwareSpec
-from calc.core.units import MB, MICRO
-
-
-@dataclass(frozen=True)
-class Efficiency:
-    """Fractions of peak and fixed overheads used for times (the profile's, or ideal).
-
-    ``attention`` scales both roofs for attention operators (1: as for GEMMs);
-    ``by_dtype`` holds (compute dtype, Efficiency) pairs that replace this one for
-    passes at that compute dtype (see ``for_dtype``); empty unless a profile has them.
-    """
-
-    compute: float = 1.0
-    memory: float = 1.0
-    kernel_overhead_s: float = 0.0
-    step_overhead_s: float = 0.0
-    attention: float = 1.0
-    by_dtype: tuple[tuple[str, Efficiency], ...] = ()
-    gemm_m_half: float = 0.0  # tokens: matmul efficiency x M / (M + m_half)
-    memory_half_bytes: float = 0.0  # bytes: stream efficiency x b / (b + half), per kernel
-    engine: str | None = None  # the preset applied, if any
-    request_overhead_s: float = 0.0  # per request, outside the model (serving stack); never in TTFT
-
-    @classmethod
-    def of(cls, hw: HardwareSpec, ideal: bool = False, engine: str | None = None) -> Efficiency:
-        """The profile's efficiencies, with its engine preset (or ``engine``) applied on top;
-        ideal (or the "ideal" preset): none at all."""
-        if ideal:
-            return cls()
-        e = hw.efficiency
-        top = cls(e.compute, e.memory, hw.kernel_overhead_s, hw.step_overhead_s, e.attention,
-                  gemm_m_half=e.gemm_m_half, memory_half_bytes=e.memory_half_mb * MB)
-        over = []
-        for dtype, d in e.by_dtype.items():
-            pick = lambda v, default: default if v is None else v  # noqa: E731
-            over.append((dtype, replace(top, compute=pick(d.compute, top.compute), memory=pick(d.memory, top.memory),
-                                        kernel_overhead_s=pick(d.kernel_overhead_us, e.kernel_overhead_us) * MICRO,
-                                        step_overhead_s=pick(d.step_overhead_us, e.step_overhead_us) * MICRO,
-                                        attention=pick(d.attention, top.attention))))
-        top = replace(top, by_dtype=tuple(over))
-        name = engine or e.engine
-        if name is None:
-            return top
-        from calc.spec.engine import load_engine
-
-        return load_engine(name).apply(top)
-
-    def for_dtype(self, compute_dtype: str) -> Efficiency:
-        """The efficiencies of a pass at ``compute_dtype``: its override, else these."""
-        for dtype, e in self.by_dtype:
-            if dtype == compute_dtype:
-                return e
-        return self
 
 
 def peak_for(hw: HardwareSpec, dt: Dtypes, peak: str) -> float:

@@ -13,9 +13,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from calc.spec.catalog import load_hardware, load_model
 from calc.core.errors import SpecError
 from calc.cost.latency import estimate
+from calc.spec.hardware import HardwareSpec
+from calc.spec.model import ModelSpec
 
 MAX_SCENARIOS = 100_000_000
 CHUNK = 32_768  # scenarios per vectorised call: arrays stay in cache
@@ -63,13 +64,14 @@ def _columns(est, model, hw, tp) -> dict[str, np.ndarray]:
     return out
 
 
-def sweep(model="llama-3.1-8b", hardware="h100-sxm", batch=1, prompt_len=512, output_len=128, *,
-          weight_dtype=None, kv_dtype=None, compute_dtype=None, tp=1, pp=1, attention=None,
-          ideal=False, engine=None, max_scenarios: int = MAX_SCENARIOS):
+def sweep(model: ModelSpec | list[ModelSpec], hardware: HardwareSpec | list[HardwareSpec], batch=1,
+          prompt_len=512, output_len=128, *, weight_dtype=None, kv_dtype=None, compute_dtype=None, tp=1, pp=1,
+          attention=None, ideal=False, max_scenarios: int = MAX_SCENARIOS, **options):
     """Every combination of the given values -> a DataFrame with one row per scenario.
 
-    Each argument takes one value or a list. Model and hardware take catalog names,
-    paths or specs. Rows are in the nested order model, hardware, weight dtype,
+    Each argument takes one value or a list; model and hardware are specs (``calc.sweep``
+    resolves names and an engine preset); ``options`` (group_size, ep, imbalance) pass to
+    the estimator unchanged. Rows are in the nested order model, hardware, weight dtype,
     KV dtype, TP, batch, prompt, output.
     """
     import pandas as pd
@@ -89,12 +91,12 @@ def sweep(model="llama-3.1-8b", hardware="h100-sxm", batch=1, prompt_len=512, ou
     for m_ref, h_ref, wd, kd, tp_n, pp_n in itertools.product(
             _listify(model), _listify(hardware), _listify(weight_dtype), _listify(kv_dtype), _listify(tp),
             _listify(pp)):
-        m, hw = load_model(m_ref), load_hardware(h_ref)
+        m, hw = m_ref, h_ref
         parts = []
         for i in range(0, B.size, CHUNK):
             sl = slice(i, i + CHUNK)
             est = estimate(m, hw, B[sl], T[sl], G[sl], weight_dtype=wd, kv_dtype=kd, compute_dtype=compute_dtype,
-                           attention=attention, ideal=ideal, tp=int(tp_n), pp=int(pp_n), engine=engine)
+                           attention=attention, ideal=ideal, tp=int(tp_n), pp=int(pp_n), **options)
             parts.append(_columns(est, m, hw, tp_n))
         cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         head = {"model": m.name, "hardware": hw.name, "weight_dtype": est.dtypes.weight, "kv_dtype": est.dtypes.kv,
@@ -104,19 +106,3 @@ def sweep(model="llama-3.1-8b", hardware="h100-sxm", batch=1, prompt_len=512, ou
             frame.insert(j, k, v)
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-
-
-def write_frame(frame, path) -> None:
-    """CSV, or JSON lines for .jsonl/.json, written atomically (temp file, then rename)."""
-    from pathlib import Path
-
-    from calc.core.files import atomic_write
-
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in (".csv", ".jsonl", ".json"):
-        raise SpecError("--out", None, f"{path}: use a .csv or .jsonl file name")
-    if suffix == ".csv":
-        atomic_write(path, lambda fh: frame.to_csv(fh, index=False))
-    else:
-        atomic_write(path, lambda fh: frame.to_json(fh, orient="records", lines=True))

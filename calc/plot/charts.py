@@ -74,7 +74,7 @@ def check_kind(kind: str) -> str:
 def sweep_for(kind: str, model="llama-3.1-8b", hardware="h100-sxm", *, batch=None, prompt_len=None,
               output_len=None, context=None, weight_dtype=None, kv_dtype=None, tp=None):
     """The calc.sweep frame a sweep chart plots, with the chart's default axis values."""
-    from calc.cost.sweep import sweep
+    from calc import sweep
 
     check_kind(kind)
     given = {"batch": batch, "prompt_len": prompt_len, "output_len": output_len, "context": context, "tp": tp}

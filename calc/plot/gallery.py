@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from calc.core.files import atomic_write
 from calc.plot import charts as plot
 from calc.spec.catalog import REPO_ROOT, load_model
-from calc.core.files import atomic_write
 
 GALLERY_DIR = REPO_ROOT / "reports" / "gallery"
 COMMAND = "python -m calc.plot.gallery"

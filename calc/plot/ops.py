@@ -8,8 +8,8 @@ import math
 import numpy as np
 
 from calc.core.errors import SpecError
-from calc.plot.base import MARKERS, PHASE_COLORS, ROOF_COLORS, _as_list, _figure, _finish, _whole
 from calc.core.units import TERA
+from calc.plot.base import MARKERS, PHASE_COLORS, ROOF_COLORS, _as_list, _figure, _finish, _whole
 
 # --------------------------------------------------------------------------- the roofline chart
 
@@ -38,8 +38,9 @@ def roofline_chart(model, hardware, batch=1, prompt_len=512, context=None, *, we
     from matplotlib.lines import Line2D
 
     from calc.cost.breakdown import phase_for
+    from calc.cost.efficiency import Efficiency
+    from calc.cost.roofline import peak_for
     from calc.spec.catalog import load_hardware, load_model
-    from calc.cost.roofline import Efficiency, peak_for
 
     spec = load_model(model)
     hws = [load_hardware(h) for h in _as_list(hardware)]
@@ -206,7 +207,7 @@ def breakdown_chart(model, hardware, batch=1, prompt_len=512, context=None, *, w
         if h.any():
             ax.bar(pos, h, 0.7, bottom=bottom, color=color, label=group)
             bottom += h
-    from calc.render import text as render
+    from calc.core import text as render
 
     for p, (_, time_s) in zip(pos, bars, strict=True):
         ax.annotate(render.seconds(time_s), (p, 100), xytext=(0, 3), textcoords="offset points", ha="center",

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from calc.render import text as render
+from calc.core import text as render
 from calc.core.errors import SpecError
 from calc.serving.plan import Plan, Trial
 

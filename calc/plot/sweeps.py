@@ -8,8 +8,8 @@ import math
 import numpy as np
 
 from calc.core.errors import SpecError
-from calc.plot.base import NOFIT, SERIES_COLORS, SERIES_KEYS, _figure, _finish
 from calc.core.units import GB, MILLI
+from calc.plot.base import NOFIT, SERIES_COLORS, SERIES_KEYS, _figure, _finish
 
 # --------------------------------------------------------------------------- sweep charts
 

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from calc.render import text as render
+from calc.core import text as render
 from calc.cost.latency import Estimate
 from calc.cost.roofline import PhaseCost
 

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
-from calc.render import text as render
-from calc.plot.plan import kv_png, mean_step, pareto_png, roofline_png
+from calc.core import text as render
 from calc.core.errors import SpecError
 from calc.core.files import atomic_write
-from calc.cost.operators import Dtypes
-from calc.serving.plan import SLO_NAMES, Plan, Trial
 from calc.core.units import GB
+from calc.cost.operators import Dtypes
+from calc.plot.plan import kv_png, mean_step, pareto_png, roofline_png
+from calc.serving.plan import SLO_NAMES, Plan, Trial
 
 # --------------------------------------------------------------------------- numbers
 

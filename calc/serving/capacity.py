@@ -28,14 +28,15 @@ from functools import cached_property
 import numpy as np
 
 from calc.core.errors import SpecError
+from calc.core.units import DTYPE_BYTES
+from calc.cost.efficiency import Efficiency
 from calc.cost.latency import mixed_step_cost
 from calc.cost.memory import activation_peak_bytes, kv_share_per_gpu
 from calc.cost.operators import Dtypes, Pass, attention_pairs, experts_touched, pass_ops, positions_attended
 from calc.cost.parallel import SINGLE, Parallel, check, link, sharded_weight_bytes
-from calc.cost.roofline import Efficiency, phase_cost
-from calc.spec.model import ModelSpec
+from calc.cost.roofline import phase_cost
 from calc.spec.hardware import HardwareSpec
-from calc.core.units import DTYPE_BYTES
+from calc.spec.model import ModelSpec
 from calc.spec.workload import Serving
 
 # --------------------------------------------------------------------------- KV pages

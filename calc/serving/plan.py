@@ -27,11 +27,11 @@ from functools import cached_property
 
 import numpy as np
 
-from calc.serving.capacity import Replica, SteadyState, at_load, steady_state, step_features, validate_split
+from calc.core.units import GB
 from calc.cost.operators import Dtypes
+from calc.serving.capacity import Replica, SteadyState, at_load, steady_state, step_features, validate_split
 from calc.serving.simulate import SimResult, arrival_gaps, simulate
 from calc.spec.hardware import HardwareSpec
-from calc.core.units import GB
 from calc.spec.workload import LoadedWorkload
 
 RUNNERS_UP = 4
@@ -42,7 +42,7 @@ GUESS_UTIL = 0.85  # first guess: the fewest replicas at or below this closed-fo
 
 
 def _ms(seconds: float) -> str:
-    from calc.render import text as render
+    from calc.core import text as render
 
     return render.seconds(seconds)
 

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calc.serving.capacity import Replica, _windows
 from calc.cost.operators import experts_touched
+from calc.serving.capacity import Replica, _windows
 
 MAX_RUN = 1024  # decode steps advanced per vectorised call
 WARMUP = 0.05  # share of requests (by arrival order) left out of the latency statistics at each end

@@ -7,19 +7,15 @@ plus any listed (os.pathsep-separated) in ``ROOFLINE_MODEL_PATH`` and
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import TypeVar
 
-import yaml
-from pydantic import BaseModel, ValidationError
-
-from calc.core.errors import SpecError
-from calc.spec.model import ModelSpec
+from calc.core.errors import SpecError, suggest
 from calc.spec.hardware import HardwareSpec
+from calc.spec.model import ModelSpec
+from calc.spec.yamlio import build, read_yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODEL_DIR = REPO_ROOT / "model_configs"
@@ -27,8 +23,6 @@ HARDWARE_DIR = REPO_ROOT / "hardware_profiles"
 MODEL_PATH_ENV = "ROOFLINE_MODEL_PATH"
 HARDWARE_PATH_ENV = "ROOFLINE_HARDWARE_PATH"
 
-S = TypeVar("S", bound=BaseModel)
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _catalog_dirs(default: Path, env: str) -> list[Path]:
@@ -54,36 +48,8 @@ def hardware_catalog() -> dict[str, Path]:
     return _catalog(HARDWARE_DIR, HARDWARE_PATH_ENV)
 
 
-def read_yaml(path: Path) -> dict:
-    """Read a YAML mapping; any problem becomes a SpecError naming the file."""
-    try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(path, None, f"cannot read file ({exc.__class__.__name__}: {exc.strerror or exc})") from None
-    try:
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 (a safe loader, C when available)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise SpecError(path, None, f"malformed YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
-    if not isinstance(data, dict):
-        raise SpecError(path, None, "expected a mapping of keys to values at the top level")
-    return data
-
-
-def build(cls: type[S], data: dict, path: object) -> S:
-    """Validate a mapping into a spec; errors name the file and field."""
-    try:
-        return cls(**{str(k): v for k, v in data.items()})
-    except ValidationError as exc:
-        raise SpecError.from_validation(path, exc) from None
-    except (ValueError, TypeError) as exc:
-        raise SpecError(path, None, str(exc)) from None
-
-
 def _unknown(kind: str, name: str, names: list[str]) -> SpecError:
-    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(sorted(names))}"
+    hint = suggest(name, names) or f"; known: {', '.join(sorted(names))}"
     return SpecError(f"--{kind}", None, f"unknown {kind} {name!r} (not a catalog name or a file){hint}")
 
 

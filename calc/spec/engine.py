@@ -9,19 +9,14 @@ profile's large-GEMM and streaming efficiencies, which stay the chip's own.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from calc.core.errors import SpecError
-from calc.core.units import MB, MICRO
-
-if TYPE_CHECKING:
-    from calc.cost.roofline import Efficiency
-    from calc.spec.hardware import HardwareSpec
+from calc.core.errors import SpecError, suggest
+from calc.spec.yamlio import build, read_yaml
 
 ENGINES_FILE = Path(__file__).resolve().parents[1] / "data" / "engines.yaml"
 
@@ -52,42 +47,18 @@ class EngineSpec(BaseModel):
     compute_scale: float = Field(default=1.0, gt=0, le=1)
     memory_scale: float = Field(default=1.0, gt=0, le=1)
 
-    def apply(self, eff: Efficiency) -> Efficiency:
-        """These parameters on top of a profile's efficiencies (ideal: none at all)."""
-        if self.ideal:
-            return type(eff)(engine=self.name)
-        return replace(
-            eff, engine=self.name, attention=self.attention, gemm_m_half=self.gemm_m_half,
-            memory_half_bytes=self.memory_half_mb * MB, kernel_overhead_s=self.kernel_overhead_us * MICRO,
-            step_overhead_s=self.step_overhead_us * MICRO, request_overhead_s=self.request_overhead_us * MICRO,
-            compute=eff.compute * self.compute_scale,
-            memory=eff.memory * self.memory_scale, by_dtype=(),
-        )
-
 
 @lru_cache(maxsize=4)
 def engines(path: Path = ENGINES_FILE) -> dict[str, EngineSpec]:
     """All presets, by name."""
-    from calc.spec.catalog import build, read_yaml
-
     data = read_yaml(path)
     return {name: build(EngineSpec, {"name": name, **body}, f"{path}: {name}") for name, body in data.items()}
 
 
-def with_engine(hw: HardwareSpec, name: str | None) -> HardwareSpec:
-    """The profile with ``name`` as its engine preset (None: unchanged); the name is checked."""
-    if name is None:
-        return hw
-    load_engine(name)
-    return hw.model_copy(update={"efficiency": hw.efficiency.model_copy(update={"engine": name})})
-
-
 def load_engine(name: str) -> EngineSpec:
+    """The preset called ``name``; an unknown name is a one-line error with suggestions."""
     presets = engines()
     if name not in presets:
-        import difflib
-
-        close = difflib.get_close_matches(name, list(presets), n=3, cutoff=0.4)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        hint = suggest(name, presets, cutoff=0.4)
         raise SpecError("--engine", None, f"unknown engine {name!r} (known: {', '.join(presets)}){hint}")
     return presets[name]

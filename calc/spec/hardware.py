@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator
 
-from calc.core.units import DTYPE_BYTES, GB, MICRO, TB, TERA, canonical_dtype, serving_dtype
-
-
+from calc.core.errors import SpecError
+from calc.core.units import GB, MICRO, TB, TERA, canonical_dtype
+from calc.spec.engine import EngineSpec, load_engine
 from calc.spec.model import _Spec
-
 
 # --------------------------------------------------------------------------- hardware
 
@@ -60,7 +58,7 @@ class DtypeEfficiency(_Spec):
     step_overhead_us: float | None = Field(default=None, ge=0)
 
 
-class Efficiency(_Spec):
+class ProfileEfficiency(_Spec):
     """Fractions of peak a real kernel reaches, and fixed overheads; ``source`` says whence.
 
     ``attention``: the share of the compute and memory efficiencies that attention
@@ -85,6 +83,16 @@ class Efficiency(_Spec):
     by_dtype: dict[str, DtypeEfficiency] = Field(default_factory=dict)
     source: str = ""
 
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                load_engine(v)
+            except SpecError as exc:
+                raise ValueError(exc.problem) from None
+        return v
+
     @field_validator("by_dtype")
     @classmethod
     def _dtypes(cls, v: dict[str, DtypeEfficiency]) -> dict[str, DtypeEfficiency]:
@@ -107,8 +115,36 @@ class HardwareSpec(_Spec):
     pcie: PCIe | None = None
     tdp_w: float | None = Field(default=None, gt=0)
     price: Price | None = None
-    efficiency: Efficiency = Efficiency()
+    efficiency: ProfileEfficiency = ProfileEfficiency()
     calibration: dict | None = None
+    # The engine preset in effect, resolved from efficiency.engine when the spec is built
+    # (or set by with_engine): cost code receives it as a value and reads no files.
+    _preset: EngineSpec | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: object, /) -> None:
+        if self.efficiency.engine is not None:
+            self._preset = load_engine(self.efficiency.engine)
+
+    @property
+    def preset(self) -> EngineSpec | None:
+        """The serving-engine preset whose kernel-level parameters apply on top of the profile's:
+        the one ``efficiency.engine`` names (a copy that changed the name re-resolves it)."""
+        name = self.efficiency.engine
+        if name is None:
+            return None
+        if self._preset is None or self._preset.name != name:
+            self._preset = load_engine(name)
+        return self._preset
+
+    def with_engine(self, engine: str | EngineSpec | None) -> HardwareSpec:
+        """This profile under another engine preset: a name from calc/data/engines.yaml (checked)
+        or a preset value (a fitted one); None leaves the profile as it is."""
+        if engine is None:
+            return self
+        preset = load_engine(engine) if isinstance(engine, str) else engine
+        out = self.model_copy(update={"efficiency": self.efficiency.model_copy(update={"engine": preset.name})})
+        out._preset = preset
+        return out
 
     @field_validator("peak_tflops")
     @classmethod

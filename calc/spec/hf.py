@@ -27,8 +27,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from calc.core.errors import SpecError
-from calc.spec.model import ModelSpec
 from calc.core.units import canonical_dtype
+from calc.spec.model import ModelSpec
 
 _DECODER = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size",
             "max_position_embeddings")

@@ -13,7 +13,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from calc.core.units import DTYPE_BYTES, GB, MICRO, TB, TERA, canonical_dtype, serving_dtype
+from calc.core.units import DTYPE_BYTES, canonical_dtype, serving_dtype
 
 
 class _Spec(BaseModel):

@@ -31,11 +31,10 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from calc.spec.catalog import build, load_hardware, load_model, read_yaml
-from calc.spec.engine import with_engine
 from calc.core.errors import SpecError
-from calc.spec.model import ModelSpec
+from calc.spec.catalog import build, load_hardware, load_model, read_yaml
 from calc.spec.hardware import HardwareSpec
+from calc.spec.model import ModelSpec
 
 
 class _Spec(BaseModel):
@@ -316,7 +315,7 @@ def resolve(spec: Workload, path: Path | None = None) -> LoadedWorkload:
         except SpecError as exc:
             raise SpecError(where, f"hardware.{i}", str(exc)) from None
     try:
-        hardware = [with_engine(h, spec.engine) for h in hardware]
+        hardware = [h.with_engine(spec.engine) for h in hardware]
     except SpecError as exc:
         raise SpecError(where, "engine", exc.problem) from None
     T, G, rows = sample_lengths(spec, base, where)

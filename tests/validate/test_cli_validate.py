@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 torch = pytest.importorskip("torch")
 
-from calc.spec.catalog import load_hardware  # noqa: E402
 from calc.cli.app import app  # noqa: E402
+from calc.spec.catalog import load_hardware  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()

@@ -9,9 +9,9 @@ from typer.testing import CliRunner
 pytest.importorskip("torch")
 
 from calc import load_model  # noqa: E402
-from calc.spec.catalog import HARDWARE_DIR, build  # noqa: E402
 from calc.cli.app import app  # noqa: E402
 from calc.cost.latency import estimate  # noqa: E402
+from calc.spec.catalog import HARDWARE_DIR, build  # noqa: E402
 from calc.spec.hardware import HardwareSpec  # noqa: E402
 from validate.comm import fit  # noqa: E402
 

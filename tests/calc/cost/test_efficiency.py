@@ -10,16 +10,16 @@ from typer.testing import CliRunner
 from calc import SpecError, load_hardware, load_model
 from calc.accuracy.harness import PUBLISHED, half_of, load_rows, predict, stats
 from calc.cli.app import app
-from calc.spec.engine import engines, load_engine
+from calc.cost.efficiency import Efficiency
 from calc.cost.latency import decode_cost, estimate, prefill_cost
 from calc.cost.operators import Dtypes
-from calc.cost.roofline import Efficiency
+from calc.spec.engine import engines, load_engine
 
 
 @pytest.fixture(scope="module")
 def setup():
     m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
-    return m, hw, Dtypes.resolve(m), Efficiency.of(hw, engine="default")
+    return m, hw, Dtypes.resolve(m), Efficiency.of(hw.with_engine("default"))
 
 
 def _op(cost, name):
@@ -54,7 +54,7 @@ def test_long_prefill_reaches_the_fitted_compute_efficiency(setup):
 
 def test_ideal_engine_is_the_pure_roofline(setup):
     m, hw, _, _ = setup
-    a = estimate(m, hw, 4, 1000, 50, engine="ideal")
+    a = estimate(m, hw.with_engine("ideal"), 4, 1000, 50)
     b = estimate(m, hw, 4, 1000, 50, ideal=True)
     assert float(a.ttft_s) == pytest.approx(float(b.ttft_s)) and float(a.tpot_s) == pytest.approx(float(b.tpot_s))
     assert float(estimate(m, hw, 4, 1000, 50).tpot_s) > float(b.tpot_s)
@@ -67,8 +67,8 @@ def test_presets_load_state_sources_and_differ(setup):
     for p in presets.values():
         assert p.description and (p.ideal or p.sources)
     assert load_engine("hf").attention_kernel == "unfused"
-    hf = estimate(m, hw, 1, 512, 64, engine="hf")
-    trt = estimate(m, hw, 1, 512, 64, engine="trtllm")
+    hf = estimate(m, hw.with_engine("hf"), 1, 512, 64)
+    trt = estimate(m, hw.with_engine("trtllm"), 1, 512, 64)
     assert hf.attention == "unfused" and float(hf.tpot_s) > float(trt.tpot_s)
 
 
@@ -121,8 +121,8 @@ def test_held_out_accuracy_with_the_committed_presets_and_report_is_current():
 def test_hf_preset_computes_logits_for_every_prompt_position(setup):
     m, hw, _, _ = setup
     T = 300
-    hf = estimate(m, hw, 2, T, 8, engine="hf")
-    vllm = estimate(m, hw, 2, T, 8, engine="vllm")
+    hf = estimate(m, hw.with_engine("hf"), 2, T, 8)
+    vllm = estimate(m, hw.with_engine("vllm"), 2, T, 8)
     head = lambda est: [t.op for t in est.prefill.ops if t.op.name == "lm_head"][0]  # noqa: E731
     assert head(hf).linear_flops == 2 * 2 * T * 4096 * 128256  # B x T rows of logits
     assert head(vllm).linear_flops == 2 * 2 * 1 * 4096 * 128256  # the last position only

@@ -4,7 +4,15 @@ import numpy as np
 import pytest
 
 from calc import load_model
-from calc.cost.operators import Dtypes, Pass, attention_pairs, experts_touched, pass_ops, positions_attended, total
+from calc.cost.operators import (
+    Dtypes,
+    Pass,
+    attention_pairs,
+    experts_touched,
+    pass_ops,
+    positions_attended,
+    total,
+)
 from calc.spec.model import ModelSpec
 
 

@@ -7,12 +7,12 @@ import pytest
 from typer.testing import CliRunner
 
 from calc import SpecError, load_hardware, load_model
-from calc.spec.catalog import model_catalog
 from calc.cli.app import app
+from calc.core.units import DTYPE_BYTES
 from calc.cost.latency import estimate
 from calc.cost.operators import Dtypes
 from calc.cost.parallel import Parallel, sharded_weight_bytes
-from calc.core.units import DTYPE_BYTES
+from calc.spec.catalog import model_catalog
 
 
 @pytest.fixture(scope="module")

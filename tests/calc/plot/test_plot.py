@@ -12,10 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 import calc
-from calc.plot import gallery
-from calc.plot import charts as plot
-from calc.cost.breakdown import ops_records
 from calc.cli.app import app
+from calc.cost.breakdown import ops_records
+from calc.plot import charts as plot
+from calc.plot import gallery
 
 runner = CliRunner()
 WIDTH, HEIGHT = 900, 550  # FIGSIZE_IN (9, 5.5) x 100 dpi

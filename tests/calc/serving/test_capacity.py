@@ -5,11 +5,18 @@ import math
 import numpy as np
 import pytest
 
-from calc.serving.capacity import Replica, check_step_model, kv_budget, steady_state, step_features, validate_split
-from calc.spec.catalog import load_hardware, load_model
 from calc.cost.latency import mixed_step_cost
 from calc.cost.operators import Dtypes
 from calc.cost.parallel import Parallel
+from calc.serving.capacity import (
+    Replica,
+    check_step_model,
+    kv_budget,
+    steady_state,
+    step_features,
+    validate_split,
+)
+from calc.spec.catalog import load_hardware, load_model
 from calc.spec.workload import Serving
 
 

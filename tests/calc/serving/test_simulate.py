@@ -6,10 +6,10 @@ import time
 import numpy as np
 import pytest
 
-from calc.serving.capacity import Replica, steady_state
-from calc.spec.catalog import load_hardware, load_model
 from calc.cost.operators import Dtypes
+from calc.serving.capacity import Replica, steady_state
 from calc.serving.simulate import simulate
+from calc.spec.catalog import load_hardware, load_model
 from calc.spec.workload import Serving
 
 

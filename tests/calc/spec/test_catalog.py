@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from calc import SpecError, load_hardware, load_model
 from calc.spec.catalog import HARDWARE_DIR, MODEL_DIR, build, model_catalog
-from calc.spec.model import ModelSpec
 from calc.spec.hardware import HardwareSpec
+from calc.spec.model import ModelSpec
 
 MODEL_FILES = sorted(MODEL_DIR.glob("*.yaml"))
 HARDWARE_FILES = sorted(HARDWARE_DIR.glob("*.yaml"))

@@ -1,0 +1,165 @@
+"""models, hardware, show, engines: the catalogs and one spec with its derived values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from calc.cli.base import Format, FormatOpt, command, emit
+from calc.core import text as render
+from calc.core.errors import SpecError
+from calc.spec.catalog import hardware_catalog, load_hardware, load_model, model_catalog, read_yaml
+from calc.spec.hardware import HardwareSpec
+from calc.spec.model import ModelSpec
+
+
+def model_summary(spec: ModelSpec) -> dict:
+    """The key numbers of a model spec (the `show --format json` contract and more)."""
+    a = spec.attention
+    return {
+        "name": spec.name,
+        "architecture": spec.architecture,
+        "params_total": spec.params_total,
+        "params_active": spec.params_active,
+        "num_layers": spec.num_layers,
+        "hidden_size": spec.hidden_size,
+        "attention": a.kind if a.kind == "mla" else ("mha" if a.num_kv_heads == a.num_heads else
+                                                      "mqa" if a.num_kv_heads == 1 else "gqa"),
+        "num_heads": a.num_heads,
+        "num_kv_heads": a.num_kv_heads,
+        "head_dim": a.head_dim,
+        "sliding_window": a.sliding_window,
+        "num_experts": spec.moe.num_experts if spec.moe else None,
+        "experts_per_token": spec.moe.experts_per_token if spec.moe else None,
+        "vocab_size": spec.vocab_size,
+        "max_context": spec.max_context,
+        "dtype": spec.serving_dtype,
+        "kv_bytes_per_token": spec.kv_bytes_per_token(),
+        "weight_bytes": spec.weight_bytes(),
+        "param_breakdown": spec.param_breakdown(),
+    }
+
+
+def hardware_summary(hw: HardwareSpec) -> dict:
+    return {
+        "name": hw.name,
+        "kind": hw.kind,
+        "vendor": hw.vendor,
+        "memory_gb": hw.memory_gb,
+        "memory_bandwidth_tb_s": hw.memory_bandwidth_tb_s,
+        "peak_tflops": dict(hw.peak_tflops),
+        "ridge_bf16_flop_per_byte": hw.ridge_point("bf16"),
+        "interconnect": hw.interconnect.name if hw.interconnect else None,
+        "interconnect_gb_s_per_direction": hw.interconnect.bandwidth_gb_s_per_direction if hw.interconnect else None,
+        "tdp_w": hw.tdp_w,
+        "usd_per_hour": hw.price.usd_per_hour if hw.price else None,
+        "calibrated": hw.calibration is not None,
+    }
+
+
+def _load_all(catalog: dict[str, Path], loader) -> list:
+    return [loader(name) for name in sorted(catalog)]
+
+
+@command("models")
+def models_cmd(fmt: FormatOpt = Format.table) -> None:
+    """List the model catalog: parameters, attention, KV bytes per token."""
+    specs = _load_all(model_catalog(), load_model)
+    rows = [model_summary(s) for s in specs]
+    table_rows = [
+        [r["name"], render.count(r["params_total"]), render.count(r["params_active"]), r["num_layers"],
+         r["hidden_size"], r["attention"], r["num_experts"] or "-", render.nbytes(r["kv_bytes_per_token"]),
+         r["max_context"], r["dtype"]]
+        for r in rows
+    ]
+    headers = ["model", "params", "active", "layers", "hidden", "attn", "experts", "KV/token", "max ctx", "dtype"]
+    flat = [{k: v for k, v in r.items() if k != "param_breakdown"} for r in rows]
+    emit(fmt, flat, headers, table_rows, obj=rows)
+
+
+@command("hardware")
+def hardware_cmd(fmt: FormatOpt = Format.table) -> None:
+    """List the hardware catalog: memory, bandwidth, dense peaks, ridge point."""
+    specs = _load_all(hardware_catalog(), load_hardware)
+    rows = [hardware_summary(h) for h in specs]
+    table_rows = [
+        [r["name"], r["kind"], f'{r["memory_gb"]:g}', f'{r["memory_bandwidth_tb_s"]:g}',
+         f'{r["peak_tflops"].get("bf16", "-")}', f'{r["peak_tflops"].get("fp8", "-")}',
+         f'{r["ridge_bf16_flop_per_byte"]:.0f}', r["interconnect_gb_s_per_direction"] or "-",
+         f'{r["usd_per_hour"]:.2f}' if r["usd_per_hour"] else "-"]
+        for r in rows
+    ]
+    headers = ["hardware", "kind", "mem GB", "TB/s", "bf16 TFLOP/s", "fp8 TFLOP/s", "ridge FLOP/B",
+               "link GB/s/dir", "$/h"]
+    flat = [{**{k: v for k, v in r.items() if k != "peak_tflops"},
+             **{f"peak_tflops_{k}": v for k, v in r["peak_tflops"].items()}} for r in rows]
+    emit(fmt, flat, headers, table_rows, obj=rows)
+
+
+def _resolve_any(ref: str) -> ModelSpec | HardwareSpec:
+    """A name or path that may be a model or a hardware profile."""
+    if ref in model_catalog():
+        return load_model(ref)
+    if ref in hardware_catalog():
+        return load_hardware(ref)
+    p = Path(ref)
+    if p.suffix in (".yaml", ".yml") and p.is_file():
+        data = read_yaml(p)
+        return load_hardware(ref) if "memory_bandwidth_tb_s" in data else load_model(ref)
+    try:
+        return load_model(ref)
+    except SpecError as exc:
+        if p.exists():
+            raise
+        names = sorted([*model_catalog(), *hardware_catalog()])
+        import difflib
+
+        close = difflib.get_close_matches(ref, names, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise SpecError("NAME", None, f"unknown model or hardware {ref!r}{hint}") from exc
+
+
+@command("show")
+def show_cmd(
+    ref: Annotated[str, typer.Argument(help="Catalog name, YAML path, or HF config.json (or its folder).")],
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Show one model or hardware spec with its derived values."""
+    spec = _resolve_any(ref)
+    summary = model_summary(spec) if isinstance(spec, ModelSpec) else hardware_summary(spec)
+    if fmt is Format.table:
+        lines = []
+        for key, val in summary.items():
+            if isinstance(val, dict):
+                val = ", ".join(f"{k}={render.count(v) if isinstance(spec, ModelSpec) else v}"
+                                for k, v in val.items() if v)
+            elif key.startswith("params"):
+                val = f"{val:,} ({render.count(val)})"
+            elif key.endswith("_bytes") or key == "kv_bytes_per_token":
+                val = f"{val:,.0f} B ({render.nbytes(val)})"
+            lines.append([key, val])
+        typer.echo(render.table(lines, ["field", "value"], align="ll"))
+    else:
+        emit(fmt, [summary], [], [], obj=summary)
+
+
+
+@command("engines")
+def engines_cmd(fmt: FormatOpt = Format.table) -> None:
+    """List the serving-engine presets (--engine): attention kernel and efficiency, overheads, sources."""
+    from calc.spec.engine import engines
+
+    rows = [{"name": e.name, "description": e.description, "attention_kernel": e.attention_kernel,
+             "attention": e.attention, "gemm_m_half": e.gemm_m_half, "memory_half_mb": e.memory_half_mb,
+             "kernel_overhead_us": e.kernel_overhead_us, "step_overhead_us": e.step_overhead_us,
+             "request_overhead_us": e.request_overhead_us, "compute_scale": e.compute_scale, "memory_scale": e.memory_scale, "ideal": e.ideal,
+             "sources": e.sources} for e in engines().values()]
+    table_rows = [[r["name"], r["attention_kernel"], f"{r['attention']:.2f}", f"{r['gemm_m_half']:.3g}",
+                   f"{r['memory_half_mb']:.3g}", f"{r['kernel_overhead_us']:.3g}", f"{r['step_overhead_us']:.4g}",
+                   f"{r['request_overhead_us'] / 1e3:.3g}", f"{r['compute_scale']:.2f}/{r['memory_scale']:.2f}"]
+                  for r in rows]
+    headers = ["engine", "attention", "attn eff", "GEMM M half", "half MB", "kernel us", "step us", "request ms",
+               "scales c/m"]
+    emit(fmt, [{k: v for k, v in r.items() if k != "sources"} for r in rows], headers, table_rows, obj=rows)

@@ -1,0 +1,137 @@
+"""estimate, ops, intensity: one scenario's request, operators, or whole-model intensity."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated
+
+import numpy as np
+import typer
+
+from calc.cli.base import Format, FormatOpt, command, emit
+from calc.cli.options import (
+    AttentionOpt,
+    BatchOpt,
+    ComputeDtypeOpt,
+    EngineOpt,
+    EPOpt,
+    GroupOpt,
+    HardwareOpt,
+    IdealOpt,
+    ImbalanceOpt,
+    KVDtypeOpt,
+    ModelOpt,
+    OutputOpt,
+    PPOpt,
+    PromptOpt,
+    TPOpt,
+    WeightDtypeOpt,
+    hardware_with_engine,
+    scenario_options,
+)
+from calc.cli.values import parse_values
+from calc.core import text as render
+from calc.spec.catalog import load_model
+
+
+@command("estimate")
+def estimate_cmd(
+    model: ModelOpt,
+    hardware: HardwareOpt,
+    batch: BatchOpt = "1",
+    prompt_len: PromptOpt = "512",
+    output_len: OutputOpt = "128",
+    weight_dtype: WeightDtypeOpt = None,
+    kv_dtype: KVDtypeOpt = None,
+    compute_dtype: ComputeDtypeOpt = None,
+    attention: AttentionOpt = None,
+    group_size: GroupOpt = 128,
+    ideal: IdealOpt = False,
+    tp: TPOpt = "1",
+    pp: PPOpt = "1",
+    ep: EPOpt = 1,
+    imbalance: ImbalanceOpt = 1.0,
+    engine: EngineOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Prefill and decode roofline, TTFT / TPOT / e2e (seconds), throughput (tokens/s) and memory (bytes).
+
+    A request of G outputs is one prefill at T, then G - 1 decode steps at contexts
+    T .. T+G-2; TPOT is their mean. FLOPs count a multiply-add as 2.
+    """
+    from calc.cost.latency import estimate
+    from calc.render.estimate import estimate_records, estimate_rows_text, estimate_text, flat_record
+
+    spec, hw = load_model(model), hardware_with_engine(hardware, engine)
+    B = parse_values(batch, "--batch")
+    T = parse_values(prompt_len, "--prompt-len")
+    G = parse_values(output_len, "--output-len")
+    grid = np.meshgrid(B, T, G, indexing="ij")
+    est = estimate(spec, hw, *grid, **scenario_options(weight_dtype, kv_dtype, compute_dtype, group_size,
+                                                       attention, ideal, tp, pp, ep, imbalance))
+    recs = estimate_records(est)
+    if fmt is Format.json:
+        typer.echo(render.to_json(recs[0] if len(recs) == 1 else recs))
+    elif fmt is Format.csv:
+        typer.echo(render.to_csv(flat_record(r) for r in recs), nl=False)
+    else:
+        typer.echo(estimate_text(recs[0]) if len(recs) == 1 else estimate_rows_text(recs))
+
+
+class Phase(str, Enum):
+    prefill = "prefill"
+    decode = "decode"
+
+
+@command("ops")
+def ops_cmd(
+    model: ModelOpt,
+    hardware: HardwareOpt,
+    phase: Annotated[Phase, typer.Option("--phase", help="prefill (seq-len prompt tokens) or decode (one token at context seq-len).")] = Phase.decode,
+    batch: Annotated[int, typer.Option("--batch", "-b", min=1, help="Sequences per batch.")] = 1,
+    seq_len: Annotated[int, typer.Option("--seq-len", "-s", min=1, help="Prompt tokens (prefill) or cached context (decode).")] = 1024,
+    weight_dtype: WeightDtypeOpt = None,
+    kv_dtype: KVDtypeOpt = None,
+    compute_dtype: ComputeDtypeOpt = None,
+    attention: AttentionOpt = None,
+    group_size: GroupOpt = 128,
+    ideal: IdealOpt = False,
+    tp: TPOpt = "1",
+    pp: PPOpt = "1",
+    ep: EPOpt = 1,
+    imbalance: ImbalanceOpt = 1.0,
+    engine: EngineOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Per-operator breakdown of one pass: one layer's FLOPs, bytes, intensity and time, the totals, sorted by time."""
+    from calc.cost.breakdown import ops_records, ops_text
+
+    spec, hw = load_model(model), hardware_with_engine(hardware, engine)
+    recs, summary = ops_records(spec, hw, phase.value, batch, seq_len,
+                                **scenario_options(weight_dtype, kv_dtype, compute_dtype, group_size, attention, ideal,
+                                                   tp, pp, ep, imbalance))
+    if fmt is Format.json:
+        typer.echo(render.to_json({**summary, "ops": recs}))
+    elif fmt is Format.csv:
+        typer.echo(render.to_csv(recs), nl=False)
+    else:
+        typer.echo(ops_text(recs, summary))
+
+
+@command("intensity")
+def intensity_cmd(
+    model: ModelOpt,
+    seq_len: Annotated[str, typer.Option("--seq-len", "-s", help="Sequence lengths S (list/range allowed).")] = "128,1024,8192",
+    weight_dtype: WeightDtypeOpt = None,
+    kv_dtype: KVDtypeOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Whole-model arithmetic intensity (FLOP/byte): the seed's first-order formula beside the operator model."""
+    from calc.cost.breakdown import intensity_records, intensity_text
+
+    spec = load_model(model)
+    recs = intensity_records(spec, parse_values(seq_len, "--seq-len"), weight_dtype, kv_dtype)
+    if fmt is Format.table:
+        typer.echo(intensity_text(spec, recs))
+    else:
+        emit(fmt, recs, [], [])

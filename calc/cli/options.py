@@ -1,0 +1,45 @@
+"""Every command-line option that more than one command takes, defined once, with one type.
+
+Scenario options (model, hardware, dtypes, attention, TP/PP/EP, engine) are the same in
+estimate, ops, sweep and plot; options that take several values are text parsed by
+calc.cli.values (`1,8,64` or `128:8192:128`), and commands that take one value say so.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from calc.cli.values import one, parse_values
+from calc.spec.catalog import load_hardware
+
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Catalog name, YAML path, or HF config.json / folder (comma-separated where a command draws several).")]
+HardwareOpt = Annotated[str, typer.Option("--hardware", help="Catalog name or YAML path, e.g. a calibrated profile (comma-separated where a command draws several).")]
+WeightDtypeOpt = Annotated[str | None, typer.Option("--weight-dtype", help="Weights: bf16, fp16, fp8, int8, int4, fp4 (default: the model's; sweeps take a list).")]
+KVDtypeOpt = Annotated[str | None, typer.Option("--kv-dtype", help="KV cache: bf16, fp16, fp8, int8, int4 (default: the model's; sweeps take a list).")]
+ComputeDtypeOpt = Annotated[str | None, typer.Option("--compute-dtype", help="Matmul dtype (default: fp8 for fp8 weights, else the model's).")]
+AttentionOpt = Annotated[str | None, typer.Option("--attention", help="Attention kernel: fused (FlashAttention, scores stay on chip) or unfused (default: the engine's, else fused).")]
+EngineOpt = Annotated[str | None, typer.Option("--engine", help="Serving-engine preset: ideal, default, vllm, sglang, trtllm, llama.cpp, hf (default: the profile's own). See `roofline engines`.")]
+GroupOpt = Annotated[int, typer.Option("--group-size", min=1, help="Weights per quantisation scale for int8/int4/fp4 weights.")]
+IdealOpt = Annotated[bool, typer.Option("--ideal", help="Pure roofline: peak FLOP/s and data-sheet bandwidth, no overheads.")]
+TPOpt = Annotated[str, typer.Option("--tp", help="Tensor-parallel GPUs (shards heads, MLP, vocab; 2 all-reduces per layer); sweeps take a list.")]
+PPOpt = Annotated[str, typer.Option("--pp", help="Pipeline stages (layers split; one activation send per stage boundary); sweeps take a list.")]
+EPOpt = Annotated[int, typer.Option("--ep", help="Expert-parallel GPUs for MoE layers (divides --tp; 2 all-to-alls per MoE layer).")]
+ImbalanceOpt = Annotated[float, typer.Option("--imbalance", help="MoE load imbalance under EP: busiest GPU's routed tokens over the mean (>= 1).")]
+BatchOpt = Annotated[str, typer.Option("--batch", "-b", help="Sequences per batch: N, a list 1,8,64 or a range start:stop:step.")]
+PromptOpt = Annotated[str, typer.Option("--prompt-len", "-t", help="Prompt tokens per sequence (list/range allowed).")]
+OutputOpt = Annotated[str, typer.Option("--output-len", "-g", help="Output tokens per sequence (list/range allowed).")]
+
+
+def scenario_options(weight_dtype=None, kv_dtype=None, compute_dtype=None, group_size=128, attention=None,
+                     ideal=False, tp="1", pp="1", ep=1, imbalance=1.0) -> dict:
+    """The estimator keywords of the scenario options, for commands that take one value of each."""
+    return dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype, group_size=group_size,
+                attention=attention, ideal=ideal, tp=one(parse_values(tp, "--tp"), "--tp"),
+                pp=one(parse_values(pp, "--pp"), "--pp"), ep=ep, imbalance=imbalance)
+
+
+def hardware_with_engine(ref: str, engine: str | None):
+    """The --hardware profile under the --engine preset (None: the profile's own)."""
+    return load_hardware(ref).with_engine(engine)

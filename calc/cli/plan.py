@@ -1,0 +1,59 @@
+"""plan and accuracy: capacity plans for workloads, and the published-accuracy report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from calc.cli.base import Format, FormatOpt, command
+from calc.core import text as render
+
+
+@command("plan")
+def plan_cmd(
+    workload: Annotated[Path, typer.Argument(help="Workload YAML: arrival rate or concurrency, length distributions or a CSV trace, SLOs (seconds), candidate hardware, max GPUs.")],
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder to write report.md, report.html (self-contained), plan.json and the charts into.")] = None,
+    requests: Annotated[int | None, typer.Option("--requests", min=10, help="Requests simulated per configuration (default: the workload's `requests`).")] = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Capacity plan: the cheapest hardware x TP x replicas x max batch that meets the workload's SLOs at its load.
+
+    Closed-form steady state, then a discrete-event simulation of continuous batching
+    (chunked prefill, KV pages, preemption) per configuration. Prices in USD per GPU-hour.
+    No configuration meeting the SLOs is an answer (exit 0: the closest and why).
+    """
+    import time
+
+    from calc.render.plan import plan_record, plan_text, trial_record, write_report
+    from calc.serving.plan import plan
+    from calc.spec.workload import load_workload
+
+    t0 = time.perf_counter()
+    result = plan(load_workload(workload, requests))
+    if fmt is Format.json:
+        typer.echo(render.to_json(plan_record(result)))
+    elif fmt is Format.csv:
+        typer.echo(render.to_csv({k: v for k, v in trial_record(t).items() if not isinstance(v, dict)}
+                                 for t in result.ranked), nl=False)
+    else:
+        typer.echo(plan_text(result))
+    if out is not None:
+        files = write_report(result, out)
+        typer.echo(f"wrote {', '.join(str(f) for f in files if f.suffix != '.png')} and "
+                   f"{sum(f.suffix == '.png' for f in files)} charts", err=True)
+    typer.echo(f"planned in {time.perf_counter() - t0:.1f} s ({result.simulations} simulations of "
+               f"{result.requests:,} requests)", err=True)
+
+
+@command("accuracy")
+def accuracy_cmd(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for README.md, predictions.csv and errors.png.")] = Path("reports/accuracy"),
+    fit: Annotated[bool, typer.Option("--fit/--no-fit", help="Refit the presets on the fit half (about 20 s).")] = True,
+) -> None:
+    """Predict every published measurement (reports/accuracy/published.csv): ideal roofline, presets, refitted; errors in %."""
+    from calc.accuracy.report import write_accuracy_report
+
+    summary = write_accuracy_report(Path(out), fit=fit)
+    typer.echo(summary)

@@ -1,0 +1,122 @@
+"""sweep and plot: grids of scenarios to files, and charts drawn from them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from calc.cli.base import command
+from calc.cli.options import (
+    AttentionOpt,
+    BatchOpt,
+    ComputeDtypeOpt,
+    EngineOpt,
+    EPOpt,
+    GroupOpt,
+    HardwareOpt,
+    IdealOpt,
+    ImbalanceOpt,
+    KVDtypeOpt,
+    ModelOpt,
+    OutputOpt,
+    PPOpt,
+    PromptOpt,
+    TPOpt,
+    WeightDtypeOpt,
+)
+from calc.cli.values import parse_values, split_names
+from calc.core.errors import SpecError
+
+
+@command("sweep")
+def sweep_cmd(
+    model: ModelOpt = "llama-3.1-8b",
+    hardware: HardwareOpt = "h100-sxm",
+    batch: BatchOpt = "1",
+    prompt_len: PromptOpt = "512",
+    output_len: OutputOpt = "128",
+    context: Annotated[str | None, typer.Option("--context", help="Decode contexts to sweep TPOT over (list/range): sets the prompt length, 2 output tokens.")] = None,
+    weight_dtype: WeightDtypeOpt = None,
+    kv_dtype: KVDtypeOpt = None,
+    compute_dtype: ComputeDtypeOpt = None,
+    attention: AttentionOpt = None,
+    group_size: GroupOpt = 128,
+    ideal: IdealOpt = False,
+    tp: TPOpt = "1",
+    pp: PPOpt = "1",
+    ep: EPOpt = 1,
+    imbalance: ImbalanceOpt = 1.0,
+    engine: EngineOpt = None,
+    columns: Annotated[str | None, typer.Option("--columns", help="Keep only these result columns (comma-separated) besides the inputs.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write .csv or .jsonl (JSON lines); default: CSV on stdout.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Run grids of more than 100 million scenarios.")] = False,
+) -> None:
+    """A grid over models, hardware, dtypes, TP/PP, batch and lengths -> CSV or JSON lines, one row per scenario.
+
+    Columns carry units: _s seconds, _bytes, _flops, _tokens, _per_s, _usd. Vectorised: a
+    million scenarios take seconds (writing a CSV that size takes longer than computing it).
+    """
+    from calc import sweep
+    from calc.cost.sweep import MAX_SCENARIOS
+    from calc.render.frames import write_frame
+
+    if out is not None and out.suffix.lower() not in (".csv", ".jsonl", ".json"):
+        raise SpecError("--out", None, f"{out}: use a .csv or .jsonl file name")
+    if context is not None:
+        prompt_len, output_len = context, "2"
+    frame = sweep(
+        model=split_names(model), hardware=split_names(hardware), batch=parse_values(batch, "--batch"),
+        prompt_len=parse_values(prompt_len, "--prompt-len" if context is None else "--context"),
+        output_len=parse_values(output_len, "--output-len"), weight_dtype=split_names(weight_dtype),
+        kv_dtype=split_names(kv_dtype), compute_dtype=compute_dtype, tp=parse_values(tp, "--tp"),
+        pp=parse_values(pp, "--pp"), attention=attention, ideal=ideal, engine=engine, group_size=group_size,
+        ep=ep, imbalance=imbalance, max_scenarios=2**62 if yes else MAX_SCENARIOS,
+    )
+    if columns:
+        keep = split_names(columns)
+        unknown = [c for c in keep if c not in frame.columns]
+        if unknown:
+            raise SpecError("--columns", None, f"unknown column(s) {', '.join(unknown)}; "
+                                               f"known: {', '.join(frame.columns)}")
+        inputs = ["model", "hardware", "weight_dtype", "kv_dtype", "compute_dtype", "tp", "pp", "gpus", "batch",
+                  "prompt_tokens", "output_tokens"]
+        frame = frame[inputs + [c for c in keep if c not in inputs]]
+    if out is None:
+        typer.echo(frame.to_csv(index=False), nl=False)
+    else:
+        write_frame(frame, out)
+        typer.echo(f"wrote {len(frame):,} scenarios x {frame.shape[1]} columns to {out}", err=True)
+
+
+@command("plot")
+def plot_cmd(
+    kind: Annotated[str, typer.Argument(help="Chart: roofline, ttft, tpot-batch, tpot-context, throughput, kv-memory, breakdown or tp.")],
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Image to write (required): .png or .svg.")] = None,
+    model: ModelOpt = "llama-3.1-8b",
+    hardware: HardwareOpt = "h100-sxm",
+    batch: Annotated[str | None, BatchOpt.__metadata__[0]] = None,
+    prompt_len: Annotated[str | None, PromptOpt.__metadata__[0]] = None,
+    output_len: Annotated[str | None, OutputOpt.__metadata__[0]] = None,
+    context: Annotated[str | None, typer.Option("--context", "--seq-len", "-s", help="Decode context S in tokens (list/range for tpot-context, kv-memory).")] = None,
+    weight_dtype: WeightDtypeOpt = None,
+    kv_dtype: KVDtypeOpt = None,
+    tp: Annotated[str | None, typer.Option("--tp", help="Tensor-parallel GPUs, a list for the tp chart's x axis (the same option as elsewhere; default per chart).")] = None,
+    phase: Annotated[str | None, typer.Option("--phase", help="roofline chart: prefill, decode or both (default).")] = None,
+) -> None:
+    """Charts as PNG or SVG: the roofline of a model's operators, TTFT vs prompt, TPOT vs batch / context / TP,
+    throughput vs TPOT with its Pareto frontier, KV memory (GB = 1e9 bytes) vs context, time breakdown."""
+    from calc.plot.charts import check_kind, check_out, make_chart
+
+    check_kind(kind)
+    check_out(out)
+
+    def values(text, option):
+        return None if text is None else parse_values(text, option)
+
+    make_chart(kind, split_names(model), split_names(hardware), batch=values(batch, "--batch"),
+               prompt_len=values(prompt_len, "--prompt-len"), output_len=values(output_len, "--output-len"),
+               context=values(context, "--context"), weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+               tp=values(tp, "--tp"), phases=None if phase in (None, "both") else (phase,), out=out)
+    typer.echo(f"wrote {out}", err=True)

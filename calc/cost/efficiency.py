@@ -1,0 +1,90 @@
+"""Efficiencies: the fractions of peak and the fixed overheads a time is computed with.
+
+A hardware profile brings the chip's large-GEMM and streaming fractions (measured, cited) and
+may override them per compute dtype; the profile's engine preset (``HardwareSpec.preset``,
+resolved in the spec layer) brings the kernel-level terms on top. This module is the one
+place both are combined, and the one place a preset's pass options (attention kernel,
+logits positions) are read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from calc.core.errors import SpecError
+from calc.core.units import MB, MICRO
+from calc.spec.engine import EngineSpec
+from calc.spec.hardware import HardwareSpec
+from calc.spec.model import ModelSpec
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Fractions of peak and fixed overheads used for times (the profile's, or ideal).
+
+    ``attention`` scales both roofs for attention operators (1: as for GEMMs);
+    ``by_dtype`` holds (compute dtype, Efficiency) pairs that replace this one for
+    passes at that compute dtype (see ``for_dtype``); empty unless a profile has them.
+    """
+
+    compute: float = 1.0
+    memory: float = 1.0
+    kernel_overhead_s: float = 0.0
+    step_overhead_s: float = 0.0
+    attention: float = 1.0
+    by_dtype: tuple[tuple[str, Efficiency], ...] = ()
+    gemm_m_half: float = 0.0  # tokens: matmul efficiency x M / (M + m_half)
+    memory_half_bytes: float = 0.0  # bytes: stream efficiency x b / (b + half), per kernel
+    engine: str | None = None  # the preset applied, if any
+    request_overhead_s: float = 0.0  # per request, outside the model (serving stack); never in TTFT
+
+    @classmethod
+    def of(cls, hw: HardwareSpec, ideal: bool = False) -> Efficiency:
+        """The profile's efficiencies with its engine preset (``hw.preset``) applied on top;
+        ideal (or the "ideal" preset): none at all. The one place a preset is applied."""
+        if ideal:
+            return cls()
+        e = hw.efficiency
+        top = cls(e.compute, e.memory, hw.kernel_overhead_s, hw.step_overhead_s, e.attention,
+                  gemm_m_half=e.gemm_m_half, memory_half_bytes=e.memory_half_mb * MB)
+        over = []
+        for dtype, d in e.by_dtype.items():
+            pick = lambda v, default: default if v is None else v  # noqa: E731
+            over.append((dtype, replace(top, compute=pick(d.compute, top.compute), memory=pick(d.memory, top.memory),
+                                        kernel_overhead_s=pick(d.kernel_overhead_us, e.kernel_overhead_us) * MICRO,
+                                        step_overhead_s=pick(d.step_overhead_us, e.step_overhead_us) * MICRO,
+                                        attention=pick(d.attention, top.attention))))
+        top = replace(top, by_dtype=tuple(over))
+        return top if hw.preset is None else top.under(hw.preset)
+
+    def under(self, preset: EngineSpec) -> Efficiency:
+        """A preset's kernel-level parameters on top of these efficiencies (ideal: none at all):
+        its attention share, small-GEMM and small-transfer halves and overheads replace the
+        profile's; its scales multiply the profile's large-GEMM and streaming fractions."""
+        if preset.ideal:
+            return type(self)(engine=preset.name)
+        return replace(
+            self, engine=preset.name, attention=preset.attention, gemm_m_half=preset.gemm_m_half,
+            memory_half_bytes=preset.memory_half_mb * MB, kernel_overhead_s=preset.kernel_overhead_us * MICRO,
+            step_overhead_s=preset.step_overhead_us * MICRO, request_overhead_s=preset.request_overhead_us * MICRO,
+            compute=self.compute * preset.compute_scale, memory=self.memory * preset.memory_scale, by_dtype=(),
+        )
+
+    def for_dtype(self, compute_dtype: str) -> Efficiency:
+        """The efficiencies of a pass at ``compute_dtype``: its override, else these."""
+        for dtype, e in self.by_dtype:
+            if dtype == compute_dtype:
+                return e
+        return self
+
+
+def pass_options(model: ModelSpec, hw: HardwareSpec, ideal: bool, attention: str | None = None) -> tuple[str, int]:
+    """(attention kernel, logits positions per prefill sequence) of the preset in effect: an
+    explicit ``attention`` wins; else the preset's kernel (fused by default) and, for presets
+    that compute logits for every prompt position, all of them."""
+    preset = None if ideal else hw.preset
+    attention = attention or (preset.attention_kernel if preset else "fused")
+    if attention not in ("fused", "unfused"):
+        raise SpecError("--attention", None, f"must be fused or unfused, got {attention!r}")
+    logits = model.max_context if preset is not None and preset.logits_all_positions else 1
+    return attention, logits
