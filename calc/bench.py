@@ -16,9 +16,9 @@ import time
 import numpy as np
 
 from calc import load_hardware, load_model
+from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
 from calc.cost.latency import decode_cost, prefill_cost
-from calc.cost.operators import Dtypes
 from calc.cost.sweep import CHUNK
 
 _TIMER = """

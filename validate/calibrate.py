@@ -30,8 +30,10 @@ import yaml
 
 from calc.core.files import atomic_write
 from calc.core.units import MICRO, TERA
+from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
-from calc.cost.operators import Dtypes, Pass, pass_ops
+from calc.cost.opcost import Pass
+from calc.cost.operators import pass_ops
 from calc.cost.roofline import op_time
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec

@@ -26,7 +26,9 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from calc.cost.operators import Dtypes, Pass, pass_ops, total
+from calc.cost.dtypes import Dtypes
+from calc.cost.opcost import Pass, total
+from calc.cost.operators import pass_ops
 from calc.spec.model import ModelSpec
 from validate.reference import build_decoder, window_mask
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from calc.core.errors import SpecError
+from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
 from calc.cost.latency import decode_cost, prefill_cost
-from calc.cost.operators import Dtypes
 from calc.spec.catalog import load_model
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec

@@ -164,7 +164,7 @@ def predict(row: Row, preset: EngineSpec | None) -> float:
 def _steady_output(model, hw, row: Row, kw: dict) -> float:
     """Output tokens/s of one replica under continuous batching at the row's concurrency
     (or as many running requests as the KV cache and the engine's cap allow)."""
-    from calc.cost.operators import Dtypes
+    from calc.cost.dtypes import Dtypes
     from calc.serving.capacity import Replica, steady_state
     from calc.spec.workload import Serving
 

@@ -6,9 +6,9 @@ import numpy as np
 
 from calc.core import text as render
 from calc.cost import firstorder
+from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency, pass_options
 from calc.cost.latency import decode_cost, prefill_cost
-from calc.cost.operators import Dtypes
 from calc.cost.parallel import Parallel, check
 from calc.cost.roofline import PhaseCost
 from calc.spec.hardware import HardwareSpec

@@ -16,9 +16,11 @@ from functools import cached_property
 import numpy as np
 
 from calc.core.errors import SpecError
+from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency, pass_options
 from calc.cost.memory import MemoryEstimate, request_memory
-from calc.cost.operators import Dtypes, Pass, accumulate, pass_ops
+from calc.cost.opcost import Pass, accumulate
+from calc.cost.operators import pass_ops
 from calc.cost.parallel import SINGLE, Parallel, check, link
 from calc.cost.roofline import PhaseCost, phase_cost
 from calc.spec.hardware import HardwareSpec

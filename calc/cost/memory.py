@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from calc.core.units import DTYPE_BYTES
-from calc.cost.operators import Dtypes, OpCost
+from calc.cost.dtypes import Dtypes
+from calc.cost.opcost import OpCost
 from calc.cost.parallel import SINGLE, Parallel, kv_heads_per_gpu, sharded_weight_bytes
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec

@@ -14,15 +14,17 @@ many times it runs per pass; totals multiply the two.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from functools import cached_property
+from dataclasses import replace
 
 import numpy as np
 
-from calc.core.errors import SpecError
-from calc.core.units import DTYPE_BYTES, WEIGHT_ONLY, canonical_dtype
+from calc.core.units import DTYPE_BYTES
+from calc.cost.dtypes import Dtypes
+from calc.cost.opcost import OpCost, Pass
 from calc.cost.parallel import SINGLE, Parallel, all_to_all, kv_heads_per_gpu, ring_allreduce
 from calc.spec.model import ModelSpec
+
+_ZERO = np.float64(0.0)
 
 # Elementwise FLOPs per element, stated once (small, but present):
 RMSNORM_FLOPS = 4  # square, accumulate, scale by rsqrt, multiply by weight
@@ -32,158 +34,6 @@ SOFTMAX_FLOPS = 5  # max, subtract, exp, sum, divide (per score)
 SILU_MUL_FLOPS = 5  # silu(g) = g * sigmoid(g) (4), times u (1)
 GELU_FLOPS = 8  # tanh approximation
 RESIDUAL_FLOPS = 1
-
-
-@dataclass(frozen=True)
-class Dtypes:
-    """Weight, KV-cache and compute dtypes (canonical names); activations follow compute,
-    except that 8-bit and 4-bit compute keeps activations between kernels in bf16."""
-
-    weight: str
-    kv: str
-    compute: str
-    group_size: int = 128
-
-    @classmethod
-    def resolve(cls, model: ModelSpec, weight=None, kv=None, compute=None, group_size=128) -> Dtypes:
-        """Defaults: the model's serving dtype; fp8 weights run fp8 GEMMs (W8A8), while
-        weight-only int8/int4/fp4 dequantise to the model dtype. Errors name the option."""
-
-        def pick(value, option):
-            try:
-                return canonical_dtype(value)
-            except ValueError as exc:
-                raise SpecError(option, None, str(exc)) from None
-
-        w = pick(weight or model.serving_dtype, "--weight-dtype")
-        k = pick(kv or model.serving_dtype, "--kv-dtype")
-        c = pick(compute or ("fp8" if w == "fp8" else model.serving_dtype), "--compute-dtype")
-        if c in WEIGHT_ONLY:
-            raise SpecError("--compute-dtype", None, f"{c} is a storage format; matmuls run in bf16/fp16/fp8/int8")
-        if group_size < 1:
-            raise SpecError("--group-size", None, f"must be >= 1, got {group_size}")
-        return cls(w, k, c, group_size)
-
-    @property
-    def act(self) -> str:
-        return self.compute if self.compute in ("fp32", "bf16", "fp16") else "bf16"
-
-    @property
-    def attention_compute(self) -> str:
-        """Attention kernels run at 16-bit when the GEMMs are 8-bit (FlashAttention-2 default)."""
-        return self.act
-
-    def unquantized(self, model: ModelSpec) -> str:
-        """Dtype of the weights quantisation leaves alone (embeddings, lm_head, norms): the
-        model's, unless the weights are served wider (fp32), as ModelSpec.weight_bytes counts."""
-        wide = DTYPE_BYTES[self.weight] >= DTYPE_BYTES[model.serving_dtype]
-        return self.weight if wide else model.serving_dtype
-
-    def weight_bytes_per_param(self) -> float:
-        b = DTYPE_BYTES[self.weight]
-        return b + (2.0 / self.group_size if self.weight in ("int8", "int4", "fp4") else 0.0)
-
-
-_ZERO = np.float64(0.0)
-
-
-@dataclass(frozen=True)
-class OpCost:
-    """One operator of one layer. ``peak`` picks the roof: matmul, attention or vector."""
-
-    name: str
-    kind: str  # linear | attention | other | comm
-    layers: int
-    linear_flops: np.ndarray = _ZERO
-    attention_flops: np.ndarray = _ZERO
-    other_flops: np.ndarray = _ZERO
-    weight_bytes: np.ndarray = _ZERO
-    kv_read_bytes: np.ndarray = _ZERO
-    kv_write_bytes: np.ndarray = _ZERO
-    act_read_bytes: np.ndarray = _ZERO
-    act_write_bytes: np.ndarray = _ZERO
-    comm_bytes: np.ndarray = _ZERO  # bytes this GPU sends over the link
-    comm_hops: float = 0.0  # latency hops of the collective
-    rows: np.ndarray = _ZERO  # M of each matmul (linear operators): the tokens it multiplies
-    kernels: float = 1.0
-    peak: str = "matmul"
-    overlappable: bool = False
-
-    @cached_property
-    def flops(self) -> np.ndarray:
-        return self.linear_flops + self.attention_flops + self.other_flops
-
-    @cached_property
-    def bytes(self) -> np.ndarray:
-        """Memory traffic (communication is not memory traffic)."""
-        return (self.weight_bytes + self.kv_read_bytes + self.kv_write_bytes
-                + self.act_read_bytes + self.act_write_bytes)
-
-
-STREAMS = ("weight_bytes", "kv_read_bytes", "kv_write_bytes", "act_read_bytes", "act_write_bytes")
-FLOP_FIELDS = ("linear_flops", "attention_flops", "other_flops")
-
-
-@dataclass(frozen=True)
-class Pass:
-    """The shape of one forward pass: B sequences, n new tokens each, p cached positions,
-    ``logits`` positions per sequence that get logits (1: the last, as engines do).
-
-    ``ragged``: the last axis of (batch, new, past) lists the sequence groups of ONE
-    pass (a continuous-batching step mixing prefill chunks and decode tokens); every
-    per-pass total sums over it, so weights are read once for all of them. ``phase``
-    then names how MLA runs attention ("prefill": expanded, "decode": absorbed).
-    """
-
-    batch: np.ndarray
-    new: np.ndarray
-    past: np.ndarray
-    phase: str  # "prefill" or "decode" (MLA uses the absorbed form in decode)
-    logits: int = 1
-    ragged: bool = False
-
-    def total(self, per_group):
-        """Sum over the sequence-group axis of a ragged pass; identity otherwise."""
-        return np.sum(per_group, axis=-1) if self.ragged else per_group
-
-    @cached_property
-    def tokens(self) -> np.ndarray:
-        """B * n: rows of every activation matrix."""
-        return self.total(self.batch * self.new)
-
-    @cached_property
-    def logit_rows(self) -> np.ndarray:
-        """B * min(n, logits): rows that reach lm_head."""
-        return self.total(self.batch * np.minimum(self.new, self.logits))
-
-    def pairs(self, window) -> np.ndarray:
-        """(query, key) pairs of the pass: B * attention_pairs(n, p, W), summed."""
-        return self.total(self.batch * attention_pairs(self.new, self.past, window))
-
-    def attended(self, window) -> np.ndarray:
-        """Cached positions read: B * min(p + n, W), summed."""
-        return self.total(self.batch * positions_attended(self.new, self.past, window))
-
-
-def attention_pairs(new, past, window=None):
-    """(query, key) pairs per sequence: sum_{i=1..n} min(p + i, W).
-
-    Causal: query i of the new ones (1-based) sees the p cached positions and the
-    first i new ones, capped at the window W. Without a window: n*p + n(n+1)/2.
-    With one: the first m = clip(W - p, 0, n) queries see p + i, the rest see W.
-    """
-    n = np.asarray(new, dtype=float)
-    p = np.asarray(past, dtype=float)
-    if window is None:
-        return n * p + n * (n + 1) / 2
-    m = np.clip(window - p, 0, n)
-    return m * p + m * (m + 1) / 2 + (n - m) * window
-
-
-def positions_attended(new, past, window=None):
-    """Distinct cached positions the pass reads per sequence: min(p + n, W)."""
-    total = np.asarray(past, dtype=float) + np.asarray(new, dtype=float)
-    return total if window is None else np.minimum(total, window)
 
 
 def _linear(name, layers, tokens, k_in, n_out, dt: Dtypes, bias=False, weight_params=None, kernels=1.0):
@@ -468,21 +318,3 @@ def comm_ops(model: ModelSpec, ps: Pass, dt: Dtypes, par: Parallel) -> list[OpCo
         ops.append(OpCost("pp.send", "comm", par.pp - 1, comm_bytes=message, comm_hops=1.0, peak="link",
                           overlappable=True))
     return ops
-
-
-def accumulate(terms) -> np.ndarray:
-    """Sum of arrays/scalars, adding in place into one buffer (no temporary per term)."""
-    acc = None
-    for term in terms:
-        if acc is None:
-            acc = np.array(term, dtype=float)
-        elif np.ndim(term) > acc.ndim or np.shape(term) != acc.shape and np.size(term) > acc.size:
-            acc = acc + term
-        else:
-            acc += term
-    return _ZERO if acc is None else acc
-
-
-def total(ops: list[OpCost], field: str) -> np.ndarray:
-    """Sum of a field over all operators, times each operator's layer count."""
-    return accumulate(getattr(op, field) * op.layers if op.layers != 1 else getattr(op, field) for op in ops)

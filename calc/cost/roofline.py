@@ -20,8 +20,9 @@ from functools import cached_property
 
 import numpy as np
 
+from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
-from calc.cost.operators import STREAMS, Dtypes, OpCost, accumulate, total
+from calc.cost.opcost import STREAMS, OpCost, accumulate, total
 from calc.spec.hardware import HardwareSpec
 
 

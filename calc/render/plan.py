@@ -21,7 +21,7 @@ from calc.core import text as render
 from calc.core.errors import SpecError
 from calc.core.files import atomic_write
 from calc.core.units import GB
-from calc.cost.operators import Dtypes
+from calc.cost.dtypes import Dtypes
 from calc.plot.plan import kv_png, mean_step, pareto_png, roofline_png
 from calc.serving.plan import SLO_NAMES, Plan, Trial
 

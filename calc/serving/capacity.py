@@ -29,10 +29,12 @@ import numpy as np
 
 from calc.core.errors import SpecError
 from calc.core.units import DTYPE_BYTES
+from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
 from calc.cost.latency import mixed_step_cost
 from calc.cost.memory import activation_peak_bytes, kv_share_per_gpu
-from calc.cost.operators import Dtypes, Pass, attention_pairs, experts_touched, pass_ops, positions_attended
+from calc.cost.opcost import Pass, attention_pairs, positions_attended
+from calc.cost.operators import experts_touched, pass_ops
 from calc.cost.parallel import SINGLE, Parallel, check, link, sharded_weight_bytes
 from calc.cost.roofline import phase_cost
 from calc.spec.hardware import HardwareSpec

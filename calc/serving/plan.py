@@ -28,7 +28,7 @@ from functools import cached_property
 import numpy as np
 
 from calc.core.units import GB
-from calc.cost.operators import Dtypes
+from calc.cost.dtypes import Dtypes
 from calc.serving.capacity import Replica, SteadyState, at_load, steady_state, step_features, validate_split
 from calc.serving.simulate import SimResult, arrival_gaps, simulate
 from calc.spec.hardware import HardwareSpec

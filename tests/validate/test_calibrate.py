@@ -7,9 +7,9 @@ import pytest
 from typer.testing import CliRunner
 
 from calc.cli.app import app
+from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
 from calc.cost.latency import estimate
-from calc.cost.operators import Dtypes
 from calc.cost.roofline import op_time
 from calc.spec.catalog import load_hardware, load_model
 from validate import calibrate as cal

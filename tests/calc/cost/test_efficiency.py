@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 from calc import SpecError, load_hardware, load_model
 from calc.accuracy.harness import PUBLISHED, half_of, load_rows, predict, stats
 from calc.cli.app import app
+from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
 from calc.cost.latency import decode_cost, estimate, prefill_cost
-from calc.cost.operators import Dtypes
 from calc.spec.engine import engines, load_engine
 
 

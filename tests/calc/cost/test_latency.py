@@ -6,9 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calc import SpecError, load_hardware, load_model
+from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
 from calc.cost.latency import decode_cost, estimate, tpot_nodes
-from calc.cost.operators import Dtypes
 from calc.spec.model import ModelSpec
 
 

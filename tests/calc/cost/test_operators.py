@@ -4,15 +4,9 @@ import numpy as np
 import pytest
 
 from calc import load_model
-from calc.cost.operators import (
-    Dtypes,
-    Pass,
-    attention_pairs,
-    experts_touched,
-    pass_ops,
-    positions_attended,
-    total,
-)
+from calc.cost.dtypes import Dtypes
+from calc.cost.opcost import Pass, attention_pairs, positions_attended, total
+from calc.cost.operators import experts_touched, pass_ops
 from calc.spec.model import ModelSpec
 
 
@@ -218,3 +212,12 @@ def test_moe_expert_biases_are_not_linear_flops():
     )
     experts = _op(_pass(m, 1, 3, 0, "prefill"), "moe.experts")
     assert experts.linear_flops == 2 * 3 * 2 * (2 * 64 * 16)  # tokens x k x 2 matrices of H x Fe
+
+
+def test_accumulate_broadcasts_terms_of_other_shapes():
+    from calc.cost.opcost import accumulate
+
+    col, row = np.arange(3.0).reshape(3, 1), np.arange(3.0).reshape(1, 3)
+    got = accumulate([col, row, 1.0])
+    # (3,1) + (1,3) is a (3,3) table: got[i, j] = i + j + 1
+    assert got.shape == (3, 3) and got.tolist() == [[1, 2, 3], [2, 3, 4], [3, 4, 5]]

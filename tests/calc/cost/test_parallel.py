@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 from calc import SpecError, load_hardware, load_model
 from calc.cli.app import app
 from calc.core.units import DTYPE_BYTES
+from calc.cost.dtypes import Dtypes
 from calc.cost.latency import estimate
-from calc.cost.operators import Dtypes
 from calc.cost.parallel import Parallel, sharded_weight_bytes
 from calc.spec.catalog import model_catalog
 

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
+from calc.cost.dtypes import Dtypes
 from calc.cost.latency import mixed_step_cost
-from calc.cost.operators import Dtypes
 from calc.cost.parallel import Parallel
 from calc.serving.capacity import (
     Replica,

@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from calc.cost.operators import Dtypes
+from calc.cost.dtypes import Dtypes
 from calc.serving.capacity import Replica, steady_state
 from calc.serving.simulate import simulate
 from calc.spec.catalog import load_hardware, load_model

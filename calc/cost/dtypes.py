@@ -1,0 +1,59 @@
+"""The dtypes of a pass: weights, KV cache, compute (and the activations that follow)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from calc.core.errors import SpecError
+from calc.core.units import DTYPE_BYTES, WEIGHT_ONLY, canonical_dtype
+from calc.spec.model import ModelSpec
+
+
+@dataclass(frozen=True)
+class Dtypes:
+    """Weight, KV-cache and compute dtypes (canonical names); activations follow compute,
+    except that 8-bit and 4-bit compute keeps activations between kernels in bf16."""
+
+    weight: str
+    kv: str
+    compute: str
+    group_size: int = 128
+
+    @classmethod
+    def resolve(cls, model: ModelSpec, weight=None, kv=None, compute=None, group_size=128) -> Dtypes:
+        """Defaults: the model's serving dtype; fp8 weights run fp8 GEMMs (W8A8), while
+        weight-only int8/int4/fp4 dequantise to the model dtype. Errors name the option."""
+
+        def pick(value, option):
+            try:
+                return canonical_dtype(value)
+            except ValueError as exc:
+                raise SpecError(option, None, str(exc)) from None
+
+        w = pick(weight or model.serving_dtype, "--weight-dtype")
+        k = pick(kv or model.serving_dtype, "--kv-dtype")
+        c = pick(compute or ("fp8" if w == "fp8" else model.serving_dtype), "--compute-dtype")
+        if c in WEIGHT_ONLY:
+            raise SpecError("--compute-dtype", None, f"{c} is a storage format; matmuls run in bf16/fp16/fp8/int8")
+        if group_size < 1:
+            raise SpecError("--group-size", None, f"must be >= 1, got {group_size}")
+        return cls(w, k, c, group_size)
+
+    @property
+    def act(self) -> str:
+        return self.compute if self.compute in ("fp32", "bf16", "fp16") else "bf16"
+
+    @property
+    def attention_compute(self) -> str:
+        """Attention kernels run at 16-bit when the GEMMs are 8-bit (FlashAttention-2 default)."""
+        return self.act
+
+    def unquantized(self, model: ModelSpec) -> str:
+        """Dtype of the weights quantisation leaves alone (embeddings, lm_head, norms): the
+        model's, unless the weights are served wider (fp32), as ModelSpec.weight_bytes counts."""
+        wide = DTYPE_BYTES[self.weight] >= DTYPE_BYTES[model.serving_dtype]
+        return self.weight if wide else model.serving_dtype
+
+    def weight_bytes_per_param(self) -> float:
+        b = DTYPE_BYTES[self.weight]
+        return b + (2.0 / self.group_size if self.weight in ("int8", "int4", "fp4") else 0.0)
