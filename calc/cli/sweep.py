@@ -27,7 +27,7 @@ from calc.cli.options import (
     WeightDtypeOpt,
 )
 from calc.cli.values import parse_values, split_names
-from calc.core.errors import SpecError
+from calc.core.errors import SpecError, TooLarge
 
 
 @command("sweep")
@@ -66,14 +66,17 @@ def sweep_cmd(
         raise SpecError("--out", None, f"{out}: use a .csv or .jsonl file name")
     if context is not None:
         prompt_len, output_len = context, "2"
-    frame = sweep(
-        model=split_names(model), hardware=split_names(hardware), batch=parse_values(batch, "--batch"),
-        prompt_len=parse_values(prompt_len, "--prompt-len" if context is None else "--context"),
-        output_len=parse_values(output_len, "--output-len"), weight_dtype=split_names(weight_dtype),
-        kv_dtype=split_names(kv_dtype), compute_dtype=compute_dtype, tp=parse_values(tp, "--tp"),
-        pp=parse_values(pp, "--pp"), attention=attention, ideal=ideal, engine=engine, group_size=group_size,
-        ep=ep, imbalance=imbalance, max_scenarios=2**62 if yes else MAX_SCENARIOS,
-    )
+    try:
+        frame = sweep(
+            model=split_names(model), hardware=split_names(hardware), batch=parse_values(batch, "--batch"),
+            prompt_len=parse_values(prompt_len, "--prompt-len" if context is None else "--context"),
+            output_len=parse_values(output_len, "--output-len"), weight_dtype=split_names(weight_dtype),
+            kv_dtype=split_names(kv_dtype), compute_dtype=compute_dtype, tp=parse_values(tp, "--tp"),
+            pp=parse_values(pp, "--pp"), attention=attention, ideal=ideal, engine=engine, group_size=group_size,
+            ep=ep, imbalance=imbalance, max_scenarios=2**62 if yes else MAX_SCENARIOS,
+        )
+    except TooLarge as exc:
+        raise SpecError(exc.path, exc.field, f"{exc.problem} (pass --yes to run it anyway)") from None
     if columns:
         keep = split_names(columns)
         unknown = [c for c in keep if c not in frame.columns]

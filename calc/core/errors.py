@@ -36,6 +36,15 @@ class SpecError(ValueError):
         return cls(path, field, msg)
 
 
+class TooLarge(SpecError):
+    """Work over a size limit, refused before anything is allocated; ``parameter`` names the
+    library argument that raises the limit (the CLI names its own flag for it)."""
+
+    def __init__(self, path: object, problem: str, parameter: str):
+        self.parameter = parameter
+        super().__init__(path, None, problem)
+
+
 def suggest(name: str, names, n: int = 3, cutoff: float = 0.5) -> str:
     """"; did you mean a, b?" for the closest of ``names`` to ``name`` (empty when none is close):
     the one place an unknown name gets its suggestions."""

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from calc.core.errors import SpecError
+from calc.core.errors import SpecError, TooLarge
 from calc.cost.latency import estimate
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
@@ -82,8 +82,8 @@ def sweep(model: ModelSpec | list[ModelSpec], hardware: HardwareSpec | list[Hard
     if n == 0:
         raise SpecError("sweep", None, "the grid is empty: give at least one value for every axis")
     if n > max_scenarios:
-        raise SpecError("sweep", None, f"the grid has {n:,} scenarios, more than {max_scenarios:,} "
-                                       "(pass --yes to run it anyway)")
+        raise TooLarge("sweep", f"the grid has {n:,} scenarios, more than the limit of {max_scenarios:,}",
+                       "max_scenarios")
     numeric = np.meshgrid(np.asarray(_listify(batch), float), np.asarray(_listify(prompt_len), float),
                           np.asarray(_listify(output_len), float), indexing="ij")
     B, T, G = (a.reshape(-1) for a in numeric)

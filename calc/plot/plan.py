@@ -13,7 +13,6 @@ import math
 import numpy as np
 
 from calc.core import text as render
-from calc.core.errors import SpecError
 from calc.serving.plan import Plan, Trial
 
 
@@ -131,34 +130,16 @@ def mean_step(t: Trial, with_chunk: bool):
 
 def roofline_png(t: Trial) -> bytes:
     """The roofline of the chosen replica's GPU with its decode step (mean running batch, mean
-    context) and a step that also carries a prefill chunk. Uses calc.plot.charts.roofline_chart when
-    it is there (per-operator points of the decode step), else draws the roofs here."""
+    context) and a step that also carries a prefill chunk. Drawn by calc.plot.charts.roofline_chart
+    (per-operator points of the decode step)."""
+    from calc.plot.charts import roofline_chart
+
     r = t.replica
     decode, n, ctx = mean_step(t, False)
     mixed, _, _ = mean_step(t, True)
-    fig = None
-    try:
-        from calc.plot.charts import roofline_chart
-
-        fig = roofline_chart(r.model, r.hw, batch=n, prompt_len=int(ctx), context=int(ctx),
-                             weight_dtype=r.dt.weight, kv_dtype=r.dt.kv, tp=r.tp, phases=("decode",))
-        ax = fig.axes[0]
-    except (ImportError, AttributeError, TypeError, SpecError):
-        fig, (ax,) = _figure(1, (9.0, 5.0))
-        from calc.cost.roofline import peak_for
-
-        eff = r.eff.for_dtype(r.dt.compute)
-        peak = peak_for(r.hw, r.dt, "matmul") * eff.compute
-        bw = r.hw.memory_bandwidth_bytes_per_s * eff.memory
-        xs = np.logspace(-1, 4, 200)
-        ax.plot(xs, np.minimum(peak, bw * xs) / 1e12, color="#222222", lw=1.6,
-                label=f"{r.hw.name}: {bw / 1e12:.2f} TB/s, {peak / 1e12:.0f} TFLOP/s", gid="roof")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-        ax.set_ylabel("achieved TFLOP/s")
-        ax.grid(True, alpha=0.3)
-        ax.set_title(f"{r.model.name} on {r.hw.name} TP{r.tp}", fontsize=10)
+    fig = roofline_chart(r.model, r.hw, batch=n, prompt_len=int(ctx), context=int(ctx),
+                         weight_dtype=r.dt.weight, kv_dtype=r.dt.kv, tp=r.tp, phases=("decode",))
+    ax = fig.axes[0]
     for cost, label, color, off, ha in ((decode, f"decode step: {n} sequences at context {ctx:,.0f}", "#ff7f0e",
                                          (12, -30), "left"),
                                         (mixed, "the same step plus a prefill chunk", "#1f77b4", (-12, 14), "right")):

@@ -168,14 +168,3 @@ def test_planning_modules_import_no_matplotlib_or_pandas():
             "print(' '.join(m for m in ('torch', 'matplotlib', 'pandas') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
-
-
-def test_roofline_chart_without_calc_plot(tmp_path, monkeypatch):
-    """The report draws its own roofline when calc.plot.charts is not there."""
-    import sys
-
-    from calc.plot.plan import roofline_png
-
-    p = plan(load_workload(write(tmp_path, TWO_K)))
-    monkeypatch.setitem(sys.modules, "calc.plot.charts", None)
-    assert roofline_png(p.chosen)[:4] == b"\x89PNG"
