@@ -8,11 +8,13 @@ with the committed JSON, so the gallery cannot drift from the code unnoticed.
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
+
+import typer
 
 from calc.core.files import atomic_write
 from calc.plot import charts as plot
@@ -152,18 +154,24 @@ def readme() -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog=COMMAND, description="Regenerate reports/gallery/ (PNG, JSON, README).")
-    ap.add_argument("--only", nargs="*", help="chart names to regenerate (default: all)")
-    ap.add_argument("--out", type=Path, default=GALLERY_DIR, help="folder (default: reports/gallery)")
-    args = ap.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
-    for c in [chart(n) for n in args.only] if args.only else CHARTS:
-        path = render(c, args.out)
+def regenerate(only: list[str] | None = None, out: Path = GALLERY_DIR) -> None:
+    """Regenerate reports/gallery/ (PNG, JSON, README); ``only`` names the charts to redraw."""
+    out.mkdir(parents=True, exist_ok=True)
+    for c in [chart(n) for n in only] if only else CHARTS:
+        path = render(c, out)
         print(f"wrote {path} ({path.stat().st_size / 1e3:.0f} kB)")
-    if not args.only:
-        _write_text(args.out / "README.md", readme())
-        print(f"wrote {args.out / 'README.md'}")
+    if not only:
+        _write_text(out / "README.md", readme())
+        print(f"wrote {out / 'README.md'}")
+
+
+def main() -> None:
+    """`python -m calc.plot.gallery [--only NAME ...] [--out DIR]`, through typer as the CLI is."""
+    def cli(only: Annotated[list[str] | None, typer.Option("--only", help="Chart names to regenerate (default: all).")] = None,
+            out: Annotated[Path, typer.Option("--out", help="Folder (default: reports/gallery).")] = GALLERY_DIR) -> None:
+        regenerate(only, out)
+
+    typer.run(cli)
 
 
 if __name__ == "__main__":  # pragma: no cover
