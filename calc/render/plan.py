@@ -23,7 +23,8 @@ from calc.core.files import atomic_write
 from calc.core.units import GB
 from calc.cost.dtypes import Dtypes
 from calc.plot.plan import kv_png, mean_step, pareto_png, roofline_png
-from calc.serving.plan import SLO_NAMES, Plan, Trial
+from calc.serving.plan import Plan, Trial
+from calc.spec.workload import Target
 
 # --------------------------------------------------------------------------- numbers
 
@@ -161,7 +162,7 @@ def _arrival_text(plan: Plan) -> str:
 
 def _slo_text(plan: Plan) -> str:
     t = plan.workload.spec.slo.targets()
-    return ", ".join(f"{SLO_NAMES[k]} <= {_s(v)}" for k, v in t.items()) or "none"
+    return ", ".join(f"{Target.of(k, v).label} <= {_s(v)}" for k, v in t.items()) or "none"
 
 
 # --------------------------------------------------------------------------- document
@@ -277,7 +278,8 @@ def _workload_rows(plan: Plan) -> list[list[str]]:
 def _latency_rows(t: Trial, targets: dict) -> list[list[str]]:
     rows = []
     for m in ("ttft", "tpot", "e2e"):
-        slo = ", ".join(f"p{k.split('_p')[1]} <= {_s(v)}" for k, v in targets.items() if k.startswith(m))
+        slo = ", ".join(f"p{t.percentile} <= {_s(t.limit_s)}" for t in (Target.of(k, v) for k, v in targets.items())
+                        if t.metric == m)
         rows.append([m.upper() if m != "e2e" else "e2e", *(_s(t.stats[f"{m}_p{q}"]) for q in (50, 90, 99)),
                      slo or "-"])
     return rows
@@ -334,7 +336,7 @@ def _changes(plan: Plan) -> list[str]:
     ratios = sorted(((v / c.targets[k], k, v) for k, v in c.stats.items() if k in c.targets), reverse=True)
     if ratios:
         q, k, v = ratios[0]
-        out.append(f"**SLOs.** The tightest is {SLO_NAMES[k]}: {_s(v)} against {_s(c.targets[k])} ({q:.0%} of it); "
+        out.append(f"**SLOs.** The tightest is {Target.of(k, c.targets[k]).label}: {_s(v)} against {_s(c.targets[k])} ({q:.0%} of it); "
                    "a target below that needs more replicas, a smaller max batch or faster hardware.")
     others = [t for t in plan.ranked if t is not c]
     if others:

@@ -32,11 +32,9 @@ from calc.cost.dtypes import Dtypes
 from calc.serving.capacity import Replica, SteadyState, at_load, steady_state, step_features, validate_split
 from calc.serving.simulate import SimResult, arrival_gaps, simulate
 from calc.spec.hardware import HardwareSpec
-from calc.spec.workload import LoadedWorkload
+from calc.spec.workload import LoadedWorkload, Target
 
 RUNNERS_UP = 4
-SLO_NAMES = {"ttft_p50": "TTFT p50", "ttft_p99": "TTFT p99", "tpot_p50": "TPOT p50", "tpot_p99": "TPOT p99",
-             "e2e_p99": "e2e p99"}
 BACKLOG_LIMIT = 0.02  # queue growth (share of arrivals) above which a replica falls behind
 GUESS_UTIL = 0.85  # first guess: the fewest replicas at or below this closed-form utilisation
 
@@ -125,7 +123,7 @@ class Trial:
         if self.falls_behind:
             parts.append(f"falls behind: the queue grows by {self.sim.backlog_growth():.0%} of arrivals "
                          f"(serves {self.sim.requests_per_s:.3g} of {self.sim.offered_per_s:.3g} req/s per replica)")
-        parts += [f"{SLO_NAMES[k]} {_ms(v)} > {_ms(t)}" for k, v, t in self.misses]
+        parts += [f"{Target.of(k, t).label} {_ms(v)} > {_ms(t)}" for k, v, t in self.misses]
         return "; ".join(parts) or "meets the SLOs"
 
     @property
@@ -246,14 +244,14 @@ def _floors(rep: Replica, T: np.ndarray, G: np.ndarray) -> dict[str, np.ndarray]
 
 def _floor_reason(floors, targets) -> tuple[str, str] | None:
     for key, target in targets.items():
-        metric, q = key.split("_p")
-        if metric not in floors:
+        t = Target.of(key, target)
+        if t.metric not in floors:
             continue
-        v = floors[metric][~np.isnan(floors[metric])]
-        if v.size and np.percentile(v, float(q)) > target:
-            what = "its prefill" if metric == "ttft" else "a decode step at batch 1"
-            return metric, (f"{SLO_NAMES[key]} floor: alone on an idle replica, {what} takes "
-                            f"{_ms(float(np.percentile(v, float(q))))} (p{q}) > {_ms(target)}")
+        v = floors[t.metric][~np.isnan(floors[t.metric])]
+        if v.size and np.percentile(v, t.percentile) > target:
+            what = "its prefill" if t.metric == "ttft" else "a decode step at batch 1"
+            return t.metric, (f"{t.label} floor: alone on an idle replica, {what} takes "
+                              f"{_ms(float(np.percentile(v, t.percentile)))} (p{t.percentile}) > {_ms(target)}")
     return None
 
 

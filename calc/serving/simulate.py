@@ -33,6 +33,7 @@ import numpy as np
 
 from calc.cost.operators import experts_touched
 from calc.serving.capacity import Replica, _windows
+from calc.spec.workload import Target
 
 MAX_RUN = 1024  # decode steps advanced per vectorised call
 WARMUP = 0.05  # share of requests (by arrival order) left out of the latency statistics at each end
@@ -123,7 +124,7 @@ class SimResult:
         target (TTFT p50 <= 0.3 s and p99 <= 1 s: each request's TTFT <= 1 s)."""
         bounds: dict[str, float] = {}
         for key, limit in targets.items():
-            metric = key.split("_p")[0]
+            metric = Target.of(key, limit).metric
             bounds[metric] = max(bounds.get(metric, 0.0), limit)
         ok = np.ones(int(self.measured.sum()), bool)
         for metric, limit in bounds.items():

@@ -145,7 +145,36 @@ class SLO(_Spec):
 
     def targets(self) -> dict[str, float]:
         """{metric_p: seconds} for the SLOs that are set, e.g. {"ttft_p99": 1.0}."""
-        return {k.removesuffix("_s"): v for k, v in self.model_dump().items() if v is not None}
+        return {t.key: t.limit_s for t in self.parsed()}
+
+    def parsed(self) -> tuple[Target, ...]:
+        """The SLOs that are set, each as a typed target (the one place the keys are read)."""
+        return tuple(Target.of(k.removesuffix("_s"), v) for k, v in self.model_dump().items() if v is not None)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One latency target: the ``percentile`` of a request ``metric`` within ``limit_s`` seconds."""
+
+    metric: Literal["ttft", "tpot", "e2e"]
+    percentile: int
+    limit_s: float
+
+    @classmethod
+    def of(cls, key: str, limit_s: float) -> Target:
+        """From an SLO key such as "ttft_p99"."""
+        metric, pct = key.split("_p")
+        return cls(metric, int(pct), limit_s)  # type: ignore[arg-type]
+
+    @property
+    def key(self) -> str:
+        return f"{self.metric}_p{self.percentile}"
+
+    @property
+    def label(self) -> str:
+        """"TTFT p99", "e2e p99": how reports name it."""
+        name = "e2e" if self.metric == "e2e" else self.metric.upper()
+        return f"{name} p{self.percentile}"
 
 
 class Dtypes(_Spec):

@@ -133,3 +133,13 @@ def test_workload_engine_preset_applies_to_every_candidate(tmp_path):
 
     with _pytest.raises(SpecError, match="engine.*unknown engine"):
         load_workload(p)
+
+
+def test_slo_keys_parse_once_into_typed_targets():
+    from calc.spec.workload import SLO, Target
+
+    slo = SLO(ttft_p99_s=1.0, tpot_p50_s=0.05)
+    assert slo.parsed() == (Target("ttft", 99, 1.0), Target("tpot", 50, 0.05))
+    assert slo.targets() == {"ttft_p99": 1.0, "tpot_p50": 0.05}
+    assert [t.label for t in slo.parsed()] == ["TTFT p99", "TPOT p50"]
+    assert Target.of("e2e_p99", 3.0).label == "e2e p99"
