@@ -150,7 +150,18 @@ def test_formats(tmp_path, fmt):
     r = run("plan", write(tmp_path, TWO_K), "--format", fmt, "--requests", 50)
     assert r.exit_code == 0, r.output
     if fmt == "csv":
-        assert r.output.splitlines()[0].startswith("config,hardware,tp,max_batch,replicas,gpus")
+        import csv
+        import io
+
+        assert r.stdout.splitlines()[0].startswith("config,hardware,tp,max_batch,replicas,gpus")
+        rows = list(csv.DictReader(io.StringIO(r.stdout)))
+        assert rows and all(int(r["gpus"]) == int(r["tp"]) * int(r["replicas"]) for r in rows)
+    else:
+        d = json.loads(r.stdout)
+        chosen = d["chosen"]
+        # one replica of TP t on g GPUs; the per-replica weights are Llama-3.1-8B's bf16 bytes over TP
+        assert chosen["gpus"] == chosen["tp"] * chosen["replicas"] >= 1
+        assert chosen["per_replica"]["weights_bytes_per_gpu"] == 8_030_261_248 * 2 / chosen["tp"]
 
 
 def test_out_must_be_a_folder(tmp_path):
