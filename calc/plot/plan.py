@@ -16,10 +16,6 @@ from calc.core import text as render
 from calc.serving.plan import Plan, Trial
 
 
-def _s(v) -> str:
-    return render.seconds(v)
-
-
 def _figure(ncols: int = 1, size=(9.0, 4.8)):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -145,6 +141,6 @@ def roofline_png(t: Trial) -> bytes:
                                         (mixed, "the same step plus a prefill chunk", "#1f77b4", (-12, 14), "right")):
         x, y = float(cost.intensity), float(cost.flops / cost.time_s) / 1e12
         ax.scatter([x], [y], marker="P", s=220, c=color, edgecolors="black", zorder=6, gid=f"step:{label}")
-        ax.annotate(f"{label}\n{_s(float(cost.time_s))}, {cost.bound}-bound", (x, y), xytext=off,
+        ax.annotate(f"{label}\n{render.seconds(float(cost.time_s))}, {cost.bound}-bound", (x, y), xytext=off,
                     textcoords="offset points", ha=ha, fontsize=7, weight="bold", color=color)
     return _png(fig)

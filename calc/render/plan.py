@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import html
-import math
 import re
 from pathlib import Path
 
@@ -27,10 +26,6 @@ from calc.serving.plan import Plan, Trial
 from calc.spec.workload import Target
 
 # --------------------------------------------------------------------------- numbers
-
-
-def _s(v) -> str:
-    return render.seconds(None if v is None or (isinstance(v, float) and math.isnan(v)) else v)
 
 
 def _usd(v: float | None, digits: int = 2) -> str:
@@ -118,7 +113,7 @@ def _ranked_rows(plan: Plan, trials: list[Trial]) -> list[list[str]]:
     rows = []
     for i, t in enumerate(trials, 1):
         rows.append([str(i), t.label, str(t.gpus), _usd(t.usd_per_hour), _usd(t.usd_per_million_output_tokens, 3),
-                     _s(t.stats["ttft_p99"]), _s(t.stats["tpot_p99"]), f"{t.goodput_per_s:.3g}", t.bottleneck])
+                     render.seconds(t.stats["ttft_p99"]), render.seconds(t.stats["tpot_p99"]), f"{t.goodput_per_s:.3g}", t.bottleneck])
     return rows
 
 
@@ -162,7 +157,7 @@ def _arrival_text(plan: Plan) -> str:
 
 def _slo_text(plan: Plan) -> str:
     t = plan.workload.spec.slo.targets()
-    return ", ".join(f"{Target.of(k, v).label} <= {_s(v)}" for k, v in t.items()) or "none"
+    return ", ".join(f"{Target.of(k, v).label} <= {render.seconds(v)}" for k, v in t.items()) or "none"
 
 
 # --------------------------------------------------------------------------- document
@@ -278,9 +273,9 @@ def _workload_rows(plan: Plan) -> list[list[str]]:
 def _latency_rows(t: Trial, targets: dict) -> list[list[str]]:
     rows = []
     for m in ("ttft", "tpot", "e2e"):
-        slo = ", ".join(f"p{t.percentile} <= {_s(t.limit_s)}" for t in (Target.of(k, v) for k, v in targets.items())
+        slo = ", ".join(f"p{t.percentile} <= {render.seconds(t.limit_s)}" for t in (Target.of(k, v) for k, v in targets.items())
                         if t.metric == m)
-        rows.append([m.upper() if m != "e2e" else "e2e", *(_s(t.stats[f"{m}_p{q}"]) for q in (50, 90, 99)),
+        rows.append([m.upper() if m != "e2e" else "e2e", *(render.seconds(t.stats[f"{m}_p{q}"]) for q in (50, 90, 99)),
                      slo or "-"])
     return rows
 
@@ -302,8 +297,8 @@ def _replica_rows(t: Trial) -> list[list[str]]:
                                          f"(simulated); utilisation {t.utilisation:.0%} (closed form)"])
     rows += [
         ["running batch", f"{s.running_mean:.1f} mean (simulated); {load.batch:.1f} (closed form at this load)"],
-        ["time per output token", f"{_s(float(np.nanmean(s.metric('tpot'))))} mean (simulated); "
-                                  f"{_s(load.tpot_s)} (closed form at this load)"],
+        ["time per output token", f"{render.seconds(float(np.nanmean(s.metric('tpot'))))} mean (simulated); "
+                                  f"{render.seconds(load.tpot_s)} (closed form at this load)"],
         ["KV pages in use", f"{s.kv_used_mean:.0%} mean; {int(s.preemptions.sum())} preemptions"],
         ["step time by bound", ", ".join(f"{k} {v / max(sum(s.bound_time_s.values()), 1e-30):.0%}"
                                          for k, v in s.bound_time_s.items() if v > 0)],
@@ -336,7 +331,7 @@ def _changes(plan: Plan) -> list[str]:
     ratios = sorted(((v / c.targets[k], k, v) for k, v in c.stats.items() if k in c.targets), reverse=True)
     if ratios:
         q, k, v = ratios[0]
-        out.append(f"**SLOs.** The tightest is {Target.of(k, c.targets[k]).label}: {_s(v)} against {_s(c.targets[k])} ({q:.0%} of it); "
+        out.append(f"**SLOs.** The tightest is {Target.of(k, c.targets[k]).label}: {render.seconds(v)} against {render.seconds(c.targets[k])} ({q:.0%} of it); "
                    "a target below that needs more replicas, a smaller max batch or faster hardware.")
     others = [t for t in plan.ranked if t is not c]
     if others:
@@ -365,7 +360,7 @@ def _changes(plan: Plan) -> list[str]:
         ctx = float(np.mean(c.sim.prompt_len + (c.sim.output_len - 1) / 2.0))
         b = mixed_step_cost(r.model, r.hw, [1.0] * n, [ctx] * n, fp8.dt, fp8.eff, r.attention, r.par)
         out.append(f"**FP8 weights.** Weights per GPU {r.kv.weights_bytes / GB:.1f} -> {fp8.kv.weights_bytes / GB:.1f} "
-                   f"GB, the mean decode step {_s(float(a.time_s))} -> {_s(float(b.time_s))} (quality permitting).")
+                   f"GB, the mean decode step {render.seconds(float(a.time_s))} -> {render.seconds(float(b.time_s))} (quality permitting).")
     hw = r.hw
     bt = c.sim.bound_time_s
     total = max(sum(bt.values()), 1e-30)

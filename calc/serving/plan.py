@@ -27,6 +27,7 @@ from functools import cached_property
 
 import numpy as np
 
+from calc.core import text as render
 from calc.core.units import GB
 from calc.cost.dtypes import Dtypes
 from calc.serving.capacity import Replica, SteadyState, at_load, steady_state, step_features, validate_split
@@ -37,12 +38,6 @@ from calc.spec.workload import LoadedWorkload, Target
 RUNNERS_UP = 4
 BACKLOG_LIMIT = 0.02  # queue growth (share of arrivals) above which a replica falls behind
 GUESS_UTIL = 0.85  # first guess: the fewest replicas at or below this closed-form utilisation
-
-
-def _ms(seconds: float) -> str:
-    from calc.core import text as render
-
-    return render.seconds(seconds)
 
 
 @dataclass(frozen=True)
@@ -123,7 +118,7 @@ class Trial:
         if self.falls_behind:
             parts.append(f"falls behind: the queue grows by {self.sim.backlog_growth():.0%} of arrivals "
                          f"(serves {self.sim.requests_per_s:.3g} of {self.sim.offered_per_s:.3g} req/s per replica)")
-        parts += [f"{Target.of(k, t).label} {_ms(v)} > {_ms(t)}" for k, v, t in self.misses]
+        parts += [f"{Target.of(k, t).label} {render.seconds(v)} > {render.seconds(t)}" for k, v, t in self.misses]
         return "; ".join(parts) or "meets the SLOs"
 
     @property
@@ -251,7 +246,7 @@ def _floor_reason(floors, targets) -> tuple[str, str] | None:
         if v.size and np.percentile(v, t.percentile) > target:
             what = "its prefill" if t.metric == "ttft" else "a decode step at batch 1"
             return t.metric, (f"{t.label} floor: alone on an idle replica, {what} takes "
-                              f"{_ms(float(np.percentile(v, t.percentile)))} (p{t.percentile}) > {_ms(target)}")
+                              f"{render.seconds(float(np.percentile(v, t.percentile)))} (p{t.percentile}) > {render.seconds(target)}")
     return None
 
 
