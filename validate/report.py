@@ -121,23 +121,23 @@ def markdown(run, plot: Path | None) -> str:
     L += ["```", ""]
     if run.errors:
         L += ["## Held-out error before and after calibration", "",
-              _md_table(ERROR_HEADERS, error_lines(run.errors)), ""]
+              render.markdown_table(ERROR_HEADERS, error_lines(run.errors)), ""]
     if run.fits:
         L += ["## Fitted efficiencies (relative to the base profile's peaks)", "",
-              _md_table(["dtype", "compute", "memory", "attention share", "kernel overhead us", "step overhead us"],
+              render.markdown_table(["dtype", "compute", "memory", "attention share", "kernel overhead us", "step overhead us"],
                         [[d, f"{f.compute:.3g}", f"{f.memory:.3g}", f"{f.attention:.3g}",
                           f"{f.kernel_overhead_s * 1e6:.3g}" + ("" if f.kernel_overhead_fitted else " (prior)"),
                           f"{f.step_overhead_s * 1e6:.3g}"] for d, f in run.fits.items()]), ""]
     if run.requests:
         L += ["## Whole request (the seed experiment's shape: prompt [2, 128], 16 tokens)", "",
-              _md_table(["dtype", "metric", "measured ms", "predicted default ms", "predicted calibrated ms"],
+              render.markdown_table(["dtype", "metric", "measured ms", "predicted default ms", "predicted calibrated ms"],
                         _request_rows(run.requests)), ""]
         L += [f"Final KV (layer 0 K): {r['measured']['kv_shape']}; generated {r['measured']['generated_shape']}"
               for r in run.requests[:1]] + [""]
     if plot:
         L += [f"![predicted vs measured]({plot.name})", ""]
     L += ["## Every grid point", "",
-          _md_table(["dtype", "phase", "B", "T/S", "split", "measured ms", "predicted default ms",
+          render.markdown_table(["dtype", "phase", "B", "T/S", "split", "measured ms", "predicted default ms",
                      "predicted calibrated ms", "error default", "error calibrated", "flags"],
                     [[r.point.dtype, r.point.phase, r.point.batch, r.point.size, r.split,
                       _ms(r.measured_s) if r.status == "ok" else r.status, _ms(r.predicted_default_s),
@@ -162,12 +162,6 @@ def _request_rows(requests) -> list[list[str]]:
                               ("TPOT (median step; predicted: mean)", "tpot_median_s", "tpot_s")):
             rows.append([r["dtype"], label, _ms(m[mk]), _ms(d[pk]), _ms(c.get(pk))])
     return rows
-
-
-def _md_table(headers, rows) -> str:
-    out = ["| " + " | ".join(str(h) for h in headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(out)
 
 
 def write_all(run) -> list[Path]:

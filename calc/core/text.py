@@ -69,6 +69,19 @@ def table(rows: Sequence[Sequence[object]], headers: Sequence[str], align: str |
     return "\n".join([line(cells[0]), sep, *(line(r) for r in cells[1:])])
 
 
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]], align: str | None = None) -> str:
+    """A GitHub-markdown table; ``align`` has one l or r per column (default: all l); pipes escaped."""
+    align = align or "l" * len(headers)
+
+    def cell(c: object) -> str:
+        return str(c).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(cell(h) for h in headers) + " |",
+             "|" + "|".join("---:" if a == "r" else ":---" for a in align) + "|"]
+    lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
 def _jsonable(obj: object) -> object:
     if isinstance(obj, dict):
         return {str(k): _jsonable(v) for k, v in obj.items()}

@@ -196,11 +196,7 @@ class Doc:
                 out.append("\n".join(f"- {i}" for i in b[1]))
             elif kind == "table":
                 _, headers, rows, align = b
-                cell = lambda c: str(c).replace("|", "\\|")  # noqa: E731
-                lines = ["| " + " | ".join(cell(h) for h in headers) + " |",
-                         "|" + "|".join("---:" if a == "r" else ":---" for a in align) + "|"]
-                lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
-                out.append("\n".join(lines))
+                out.append(render.markdown_table(headers, rows, align))
             elif kind == "img":
                 out.append(f"![{b[2]}]({b[1]})")
         return "\n\n".join(out) + "\n"
