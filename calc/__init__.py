@@ -13,11 +13,13 @@ __all__ = ["HardwareSpec", "ModelSpec", "SpecError", "estimate", "load_hardware"
 
 def estimate(model, hardware, batch=1, prompt_len=512, output_len=128, *, engine=None, **options):
     """Library entry: names or specs in, a calc.cost.latency.Estimate out (arrays broadcast);
-    ``engine`` names a serving-engine preset to use instead of the profile's own."""
+    ``engine`` names a serving-engine preset to use instead of the profile's own; ``options`` are
+    the scenario options of calc.cost.setup.Setup.of (dtypes, group_size, attention, ideal, tp...)."""
     from calc.cost.latency import estimate as _estimate
+    from calc.cost.setup import Setup
 
     hw = load_hardware(hardware).with_engine(engine)
-    return _estimate(load_model(model), hw, batch, prompt_len, output_len, **options)
+    return _estimate(load_model(model), hw, batch, prompt_len, output_len, Setup.of(**options))
 
 
 def sweep(model="llama-3.1-8b", hardware="h100-sxm", *args, engine=None, **kwargs):

@@ -166,7 +166,8 @@ def resolve_spec(ref: str, layers: int | None) -> ModelSpec:
 def request_prediction(spec, hw, dtype) -> dict:
     """The seed request's TTFT, first decode step and TPOT, predicted with ``hw``."""
     from calc.cost.latency import estimate
+    from calc.cost.setup import Setup
 
     B, T, G = SEED
-    est = estimate(spec, hw, B, T, G, weight_dtype=dtype, kv_dtype=dtype, compute_dtype=dtype)
+    est = estimate(spec, hw, B, T, G, Setup.of(weight_dtype=dtype, kv_dtype=dtype, compute_dtype=dtype))
     return {"ttft_s": float(est.ttft_s), "first_decode_s": float(est.decode.time_s), "tpot_s": float(est.tpot_s)}

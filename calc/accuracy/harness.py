@@ -128,6 +128,7 @@ def load_rows(path: Path = PUBLISHED) -> tuple[list[Row], list[tuple[str, str]]]
 def predict(row: Row, preset: EngineSpec | None) -> float:
     """The row's metric from the calculator; preset None: the ideal roofline."""
     from calc.cost.latency import estimate
+    from calc.cost.setup import Setup
 
     ideal = preset is None or preset.ideal
     # the "ideal" preset: peaks and data-sheet bandwidth, also inside calc.serving.capacity
@@ -142,7 +143,7 @@ def predict(row: Row, preset: EngineSpec | None) -> float:
     if m == "output_tokens_per_s" and row.batch is None:
         return replicas * _steady_output(model, hw, row, kw)
     B = row.batch or row.concurrency or 1
-    est = estimate(model, hw, B, T, max(G, 2) if m in ("decode_tokens_per_s", "tpot_s") else G, **kw)
+    est = estimate(model, hw, B, T, max(G, 2) if m in ("decode_tokens_per_s", "tpot_s") else G, Setup.of(**kw))
     if m == "decode_tokens_per_s":
         return float(1.0 / est.tpot_s)
     if m == "prefill_tokens_per_s":

@@ -27,7 +27,7 @@ from calc.cli.options import (
     TPOpt,
     WeightDtypeOpt,
     hardware_with_engine,
-    scenario_options,
+    scenario_setup,
 )
 from calc.cli.values import parse_values
 from calc.core import text as render
@@ -67,8 +67,8 @@ def estimate_cmd(
     T = parse_values(prompt_len, "--prompt-len")
     G = parse_values(output_len, "--output-len")
     grid = np.meshgrid(B, T, G, indexing="ij")
-    est = estimate(spec, hw, *grid, **scenario_options(weight_dtype, kv_dtype, compute_dtype, group_size,
-                                                       attention, ideal, tp, pp, ep, imbalance))
+    est = estimate(spec, hw, *grid, scenario_setup(weight_dtype, kv_dtype, compute_dtype, group_size,
+                                                   attention, ideal, tp, pp, ep, imbalance))
     recs = estimate_records(est)
     if fmt is Format.json:
         typer.echo(render.to_json(recs[0] if len(recs) == 1 else recs))
@@ -108,8 +108,8 @@ def ops_cmd(
 
     spec, hw = load_model(model), hardware_with_engine(hardware, engine)
     recs, summary = ops_records(spec, hw, phase.value, batch, seq_len,
-                                **scenario_options(weight_dtype, kv_dtype, compute_dtype, group_size, attention, ideal,
-                                                   tp, pp, ep, imbalance))
+                                scenario_setup(weight_dtype, kv_dtype, compute_dtype, group_size, attention, ideal,
+                                               tp, pp, ep, imbalance))
     if fmt is Format.json:
         typer.echo(render.to_json({**summary, "ops": recs}))
     elif fmt is Format.csv:

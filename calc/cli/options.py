@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from calc.cli.values import one, parse_values
+from calc.cost.setup import Setup
 from calc.spec.catalog import load_hardware
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Catalog name, YAML path, or HF config.json / folder (comma-separated where a command draws several).")]
@@ -32,12 +33,13 @@ PromptOpt = Annotated[str, typer.Option("--prompt-len", "-t", help="Prompt token
 OutputOpt = Annotated[str, typer.Option("--output-len", "-g", help="Output tokens per sequence (list/range allowed).")]
 
 
-def scenario_options(weight_dtype=None, kv_dtype=None, compute_dtype=None, group_size=128, attention=None,
-                     ideal=False, tp="1", pp="1", ep=1, imbalance=1.0) -> dict:
-    """The estimator keywords of the scenario options, for commands that take one value of each."""
-    return dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype, group_size=group_size,
-                attention=attention, ideal=ideal, tp=one(parse_values(tp, "--tp"), "--tp"),
-                pp=one(parse_values(pp, "--pp"), "--pp"), ep=ep, imbalance=imbalance)
+def scenario_setup(weight_dtype=None, kv_dtype=None, compute_dtype=None, group_size=128, attention=None,
+                   ideal=False, tp="1", pp="1", ep=1, imbalance=1.0) -> Setup:
+    """The Setup of the scenario options, for commands that take one value of each."""
+    return Setup.of(weight_dtype=weight_dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype,
+                    group_size=group_size, attention=attention, ideal=ideal,
+                    tp=one(parse_values(tp, "--tp"), "--tp"), pp=one(parse_values(pp, "--pp"), "--pp"),
+                    ep=ep, imbalance=imbalance)
 
 
 def hardware_with_engine(ref: str, engine: str | None):

@@ -7,35 +7,33 @@ import numpy as np
 from calc.core import text as render
 from calc.cost import firstorder
 from calc.cost.dtypes import Dtypes
-from calc.cost.efficiency import Efficiency, pass_options
+from calc.cost.efficiency import Efficiency
 from calc.cost.latency import decode_cost, prefill_cost
-from calc.cost.parallel import Parallel, check
+from calc.cost.opcost import Phase
 from calc.cost.roofline import PhaseCost
+from calc.cost.setup import DEFAULT, Setup
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
 
 
-def phase_for(model: ModelSpec, hw: HardwareSpec, phase: str, batch, seq_len, *, weight_dtype=None,
-              kv_dtype=None, compute_dtype=None, group_size=128, attention=None, ideal=False,
-              tp=1, pp=1, ep=1, imbalance=1.0) -> tuple[PhaseCost, Dtypes]:
+def phase_for(model: ModelSpec, hw: HardwareSpec, phase: Phase, batch, seq_len,
+              setup: Setup = DEFAULT) -> tuple[PhaseCost, Dtypes]:
     """The PhaseCost of a prefill of seq_len tokens, or a decode step at context seq_len."""
     from calc.core.errors import SpecError
 
-    dt = Dtypes.resolve(model, weight_dtype, kv_dtype, compute_dtype, group_size)
-    attention, logits = pass_options(model, hw, ideal, attention)
     if seq_len + (phase == "decode") > model.max_context:
         raise SpecError("--seq-len", None, f"{seq_len} exceeds {model.name}'s max context {model.max_context}")
-    par = check(model, Parallel(tp, pp, ep, imbalance))
-    eff = Efficiency.of(hw, ideal)
+    run = setup.resolve(model, hw)
+    dt, attention, logits, par, eff = run.dtypes, run.attention, run.logits, run.parallel, run.efficiency
     B, S = np.float64(batch), np.float64(seq_len)
     if phase == "prefill":
         return prefill_cost(model, hw, B, S, dt, eff, attention, par=par, logits=logits)[0], dt
     return decode_cost(model, hw, B, S, dt, eff, attention, par), dt
 
 
-def ops_records(model, hw, phase, batch, seq_len, **options) -> tuple[list[dict], dict]:
+def ops_records(model, hw, phase, batch, seq_len, setup: Setup = DEFAULT) -> tuple[list[dict], dict]:
     """One dict per operator (one layer's values, then totals), sorted by total time."""
-    cost, dt = phase_for(model, hw, phase, batch, seq_len, **options)
+    cost, dt = phase_for(model, hw, phase, batch, seq_len, setup)
     total_time = float(cost.time_s)
     recs = []
     for t in cost.ops:
@@ -71,7 +69,7 @@ def ops_records(model, hw, phase, batch, seq_len, **options) -> tuple[list[dict]
         "attention_flops": float(cost.attention_flops), "other_flops": float(cost.other_flops),
         "bytes": float(cost.bytes), "intensity": float(cost.intensity), "time_s": total_time,
         "step_overhead_s": cost.step_overhead_s, "bound": str(cost.bound),
-        "tp": options.get("tp", 1), "pp": options.get("pp", 1), "ep": options.get("ep", 1), "comm_bytes": float(cost.comm_bytes), "comm_s": float(cost.comm_s),
+        "tp": setup.parallel.tp, "pp": setup.parallel.pp, "ep": setup.parallel.ep, "comm_bytes": float(cost.comm_bytes), "comm_s": float(cost.comm_s),
         "ridge_point": hw.ridge_point(dt.compute),
     }
     return recs, summary

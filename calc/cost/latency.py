@@ -17,12 +17,12 @@ import numpy as np
 
 from calc.core.errors import SpecError
 from calc.cost.dtypes import Dtypes
-from calc.cost.efficiency import Efficiency, pass_options
 from calc.cost.memory import MemoryEstimate, request_memory
 from calc.cost.opcost import Pass, accumulate
 from calc.cost.operators import pass_ops
-from calc.cost.parallel import SINGLE, Parallel, check, link
+from calc.cost.parallel import SINGLE, Parallel, link
 from calc.cost.roofline import PhaseCost, phase_cost
+from calc.cost.setup import DEFAULT, Setup
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
 
@@ -156,14 +156,12 @@ class Estimate:
         return self.parallel.pp * self.batch / stage
 
 
-def estimate(model: ModelSpec, hw: HardwareSpec, batch=1, prompt_len=512, output_len=128, *,
-             weight_dtype=None, kv_dtype=None, compute_dtype=None, group_size: int = 128,
-             attention: str | None = None, ideal: bool = False, tp: int = 1, pp: int = 1, ep: int = 1,
-             imbalance: float = 1.0) -> Estimate:
+def estimate(model: ModelSpec, hw: HardwareSpec, batch=1, prompt_len=512, output_len=128,
+             setup: Setup = DEFAULT) -> Estimate:
     """Estimate one request shape, or many: batch, prompt_len and output_len broadcast.
-    Times and memory are per GPU of a TP x PP split (calc.cost.parallel), under the profile's
-    engine preset (``hw.with_engine(name)`` picks another); the attention kernel defaults to
-    the preset's (fused unless the preset says otherwise)."""
+    Times and memory are per GPU of the setup's TP x PP split (calc.cost.parallel), under the
+    profile's engine preset (``hw.with_engine(name)`` picks another); the attention kernel
+    defaults to the preset's (fused unless the preset says otherwise)."""
     B = _as_int_array(batch, "--batch", 1)
     T = _as_int_array(prompt_len, "--prompt-len", 1)
     G = _as_int_array(output_len, "--output-len", 1)
@@ -174,11 +172,8 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batch=1, prompt_len=512, output
         raise SpecError("--prompt-len/--output-len", None,
                         f"prompt + output - 1 = {worst:g} positions exceeds {model.name}'s max context "
                         f"{model.max_context}")
-    attention, logits = pass_options(model, hw, ideal, attention)
-    dt = Dtypes.resolve(model, weight_dtype, kv_dtype, compute_dtype, group_size)
-    par = check(model, Parallel(tp, pp, ep, imbalance))
-    link(hw, par)  # a split on hardware without a link is an input error, raised here
-    eff = Efficiency.of(hw, ideal)
+    run = setup.resolve(model, hw)
+    dt, attention, logits, par, eff = run.dtypes, run.attention, run.logits, run.parallel, run.efficiency
     prefill, prefill_ops = prefill_cost(model, hw, B, T, dt, eff, attention, par=par, logits=logits)
     first = decode_cost(model, hw, B, T, dt, eff, attention, par)
     steps = G - 1
@@ -187,5 +182,5 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batch=1, prompt_len=512, output
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(steps > 0, (w * node_times).sum(axis=0) / np.maximum(steps, 1), np.nan)
     memory = request_memory(model, hw, B, T, G, dt, prefill_ops, par)
-    return Estimate(model, hw, B, T, G, dt, attention, ideal, par, prefill, first, mean, memory,
+    return Estimate(model, hw, B, T, G, dt, attention, setup.ideal, par, prefill, first, mean, memory,
                     eff.request_overhead_s)

@@ -15,6 +15,7 @@ import numpy as np
 
 from calc.core.errors import SpecError, TooLarge
 from calc.cost.latency import estimate
+from calc.cost.setup import Setup
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
 
@@ -92,11 +93,12 @@ def sweep(model: ModelSpec | list[ModelSpec], hardware: HardwareSpec | list[Hard
             _listify(model), _listify(hardware), _listify(weight_dtype), _listify(kv_dtype), _listify(tp),
             _listify(pp)):
         m, hw = m_ref, h_ref
+        setup = Setup.of(weight_dtype=wd, kv_dtype=kd, compute_dtype=compute_dtype, attention=attention,
+                         ideal=ideal, tp=tp_n, pp=pp_n, **options)
         parts = []
         for i in range(0, B.size, CHUNK):
             sl = slice(i, i + CHUNK)
-            est = estimate(m, hw, B[sl], T[sl], G[sl], weight_dtype=wd, kv_dtype=kd, compute_dtype=compute_dtype,
-                           attention=attention, ideal=ideal, tp=int(tp_n), pp=int(pp_n), **options)
+            est = estimate(m, hw, B[sl], T[sl], G[sl], setup)
             parts.append(_columns(est, m, hw, tp_n))
         cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         head = {"model": m.name, "hardware": hw.name, "weight_dtype": est.dtypes.weight, "kv_dtype": est.dtypes.kv,

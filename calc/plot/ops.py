@@ -40,6 +40,7 @@ def roofline_chart(model, hardware, batch=1, prompt_len=512, context=None, *, we
     from calc.cost.breakdown import phase_for
     from calc.cost.efficiency import Efficiency
     from calc.cost.roofline import peak_for
+    from calc.cost.setup import Setup
     from calc.spec.catalog import load_hardware, load_model
 
     spec = load_model(model)
@@ -52,11 +53,11 @@ def roofline_chart(model, hardware, batch=1, prompt_len=512, context=None, *, we
     if not phases or any(p not in PHASE_COLORS for p in phases):
         raise SpecError("--phase", None, f"must be prefill, decode or both, got {', '.join(phases) or 'none'}")
     fig, ax = _figure()
-    opts = dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, tp=tp)
+    setup = Setup.of(weight_dtype=weight_dtype, kv_dtype=kv_dtype, tp=tp)
     drawn, left_out, handles = [], set(), []
     for i, hw in enumerate(hws):
         for phase in phases:
-            cost, dt = phase_for(spec, hw, phase, batch, prompt_len if phase == "prefill" else context, **opts)
+            cost, dt = phase_for(spec, hw, phase, batch, prompt_len if phase == "prefill" else context, setup)
             pts, skipped = _op_points(cost)
             left_out.update(skipped)
             drawn.append((i, hw, phase, cost, dt, pts))
@@ -167,11 +168,12 @@ def op_group(name: str, kind: str) -> str:
     return "attention projections" if kind == "linear" else "elementwise, embedding, sampling"
 
 
-def breakdown_shares(model, hardware, phase, batch, seq_len, **options) -> tuple[dict[str, float], float]:
+def breakdown_shares(model, hardware, phase, batch, seq_len, setup=None) -> tuple[dict[str, float], float]:
     """Share of a pass's time per operator group (summing to 1) and the pass time in seconds."""
     from calc.cost.breakdown import ops_records
+    from calc.cost.setup import DEFAULT
 
-    recs, summary = ops_records(model, hardware, phase, batch, seq_len, **options)
+    recs, summary = ops_records(model, hardware, phase, batch, seq_len, setup or DEFAULT)
     shares: dict[str, float] = dict.fromkeys(GROUP_COLORS, 0.0)
     for r in recs:
         if r["kind"] != "overhead":  # the step overhead row gets its own group below
@@ -184,6 +186,7 @@ def breakdown_chart(model, hardware, batch=1, prompt_len=512, context=None, *, w
                     tp=1, out=None):
     """Stacked bars: share of the prefill (T = prompt_len) and decode-step (context S) time per
     operator group, for each model x hardware; the phase time above each bar."""
+    from calc.cost.setup import Setup
     from calc.spec.catalog import load_hardware, load_model
 
     specs = [load_model(m) for m in _as_list(model)]
@@ -192,11 +195,11 @@ def breakdown_chart(model, hardware, batch=1, prompt_len=512, context=None, *, w
         raise SpecError("--model" if not specs else "--hardware", None, "no value given")
     batch, prompt_len = _whole(batch, "--batch"), _whole(prompt_len, "--prompt-len")
     context = prompt_len if context is None else _whole(context, "--context")
-    opts = dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, tp=tp)
+    setup = Setup.of(weight_dtype=weight_dtype, kv_dtype=kv_dtype, tp=tp)
     bars, names = [], []
     for spec, hw in itertools.product(specs, hws):
         for phase, n in (("prefill", prompt_len), ("decode", context)):
-            bars.append(breakdown_shares(spec, hw, phase, batch, n, **opts))
+            bars.append(breakdown_shares(spec, hw, phase, batch, n, setup))
             who = ", ".join(filter(None, [spec.name if len(specs) > 1 else "", hw.name if len(hws) > 1 else ""]))
             names.append(f"{who}\n{phase}" if who else phase)
     fig, ax = _figure()

@@ -11,6 +11,7 @@ from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
 from calc.cost.latency import estimate
 from calc.cost.roofline import op_time
+from calc.cost.setup import Setup
 from calc.spec.catalog import load_hardware, load_model
 from validate import calibrate as cal
 from validate.timing import Point
@@ -99,9 +100,7 @@ def test_estimate_uses_the_calibrated_profile(tmp_path):
     assert r.exit_code == 0, r.output
     got = json.loads(r.output)
     assert got["calibrated"] is True
-    est = estimate(load_model("tiny-decoder"), load_hardware(path), 2, 128, 16, weight_dtype="fp32",
-                   kv_dtype="fp32", compute_dtype="fp32")
+    est = estimate(load_model("tiny-decoder"), load_hardware(path), 2, 128, 16, Setup.of(weight_dtype="fp32", kv_dtype="fp32", compute_dtype="fp32"))
     assert got["ttft_s"] == pytest.approx(float(est.ttft_s))
-    base = estimate(load_model("tiny-decoder"), load_hardware("cpu-generic-2core"), 2, 128, 16,
-                    weight_dtype="fp32", kv_dtype="fp32", compute_dtype="fp32")
+    base = estimate(load_model("tiny-decoder"), load_hardware("cpu-generic-2core"), 2, 128, 16, Setup.of(weight_dtype="fp32", kv_dtype="fp32", compute_dtype="fp32"))
     assert got["ttft_s"] > float(base.ttft_s)  # lower efficiencies and a step overhead

@@ -11,6 +11,7 @@ pytest.importorskip("torch")
 from calc import load_model  # noqa: E402
 from calc.cli.app import app  # noqa: E402
 from calc.cost.latency import estimate  # noqa: E402
+from calc.cost.setup import Setup
 from calc.spec.catalog import HARDWARE_DIR, build  # noqa: E402
 from calc.spec.hardware import HardwareSpec  # noqa: E402
 from validate.comm import fit  # noqa: E402
@@ -38,7 +39,7 @@ def test_validate_comm_gloo_two_processes(tmp_path):
     assert block["bandwidth_gb_s_per_direction"] > 0 and block["latency_us"] >= 0
     data = yaml.safe_load((HARDWARE_DIR / "cpu-generic-2core.yaml").read_text())
     hw = build(HardwareSpec, {**data, "interconnect": block}, "measured.yaml")
-    est = estimate(load_model("tiny-decoder"), hw, 2, 128, 16, tp=2)
+    est = estimate(load_model("tiny-decoder"), hw, 2, 128, 16, Setup.of(tp=2))
     assert float(est.decode.comm_s) > 0
 
 

@@ -13,6 +13,7 @@ from calc.cli.app import app
 from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
 from calc.cost.latency import decode_cost, estimate, prefill_cost
+from calc.cost.setup import Setup
 from calc.spec.engine import engines, load_engine
 
 
@@ -55,7 +56,7 @@ def test_long_prefill_reaches_the_fitted_compute_efficiency(setup):
 def test_ideal_engine_is_the_pure_roofline(setup):
     m, hw, _, _ = setup
     a = estimate(m, hw.with_engine("ideal"), 4, 1000, 50)
-    b = estimate(m, hw, 4, 1000, 50, ideal=True)
+    b = estimate(m, hw, 4, 1000, 50, Setup.of(ideal=True))
     assert float(a.ttft_s) == pytest.approx(float(b.ttft_s)) and float(a.tpot_s) == pytest.approx(float(b.tpot_s))
     assert float(estimate(m, hw, 4, 1000, 50).tpot_s) > float(b.tpot_s)
 
@@ -93,8 +94,7 @@ def test_rows_load_and_split_deterministically():
 def test_a_batch1_decode_row_by_hand():
     # llama.cpp, Llama-3-8B F16 on an RTX 4090, tg512: 512 tokens from an empty context
     [row] = [r for r in load_rows()[0] if r.id == "xd-rtx-4090-8b-f16-tg512"]
-    est = estimate(load_model("llama-3-8b"), load_hardware("rtx-4090"), 1, 1, 512, weight_dtype="fp16",
-                   kv_dtype="fp16", ideal=True)
+    est = estimate(load_model("llama-3-8b"), load_hardware("rtx-4090"), 1, 1, 512, Setup.of(weight_dtype="fp16", kv_dtype="fp16", ideal=True))
     assert predict(row, None) == pytest.approx(1 / float(est.tpot_s))
     # the ideal roofline reads every weight but the embedding table (one row of it) per token:
     # (8,030,261,248 - 128,256 x 4,096) x 2 B = 15.01 GB at 1.008 TB/s, ~67 tokens/s at most

@@ -9,6 +9,7 @@ from calc import SpecError, load_hardware, load_model
 from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
 from calc.cost.latency import decode_cost, estimate, tpot_nodes
+from calc.cost.setup import Setup
 from calc.spec.model import ModelSpec
 
 
@@ -38,7 +39,7 @@ def test_tpot_through_a_sliding_window_knee(h100):
     m = ModelSpec(name="w", num_layers=2, hidden_size=256, vocab_size=1000, max_context=4096,
                   attention={"num_heads": 4, "num_kv_heads": 1, "sliding_window": 64},
                   mlp={"kind": "gated", "intermediate_size": 512})
-    est = estimate(m, h100, 4096, 20, 300, ideal=True)
+    est = estimate(m, h100, 4096, 20, 300, Setup.of(ideal=True))
     assert est.tpot_s == pytest.approx(_brute_tpot(m, h100, 4096, 20, 300, ideal=True), rel=5e-3)
 
 
@@ -82,8 +83,8 @@ def test_memory_fit_and_shortfall(llama8b):
     (dict(prompt_len=-5), "--prompt-len"),
     (dict(output_len=0), "--output-len"),
     (dict(prompt_len=131072, output_len=2), "max context"),
-    (dict(kv_dtype="fp7"), "--kv-dtype"),
-    (dict(attention="sparse"), "--attention"),
+    (dict(setup=Setup.of(kv_dtype="fp7")), "--kv-dtype"),
+    (dict(setup=Setup.of(attention="sparse")), "--attention"),
 ])
 def test_bad_input_is_a_spec_error(llama8b, h100, kwargs, option):
     with pytest.raises(SpecError, match=option):
@@ -110,7 +111,7 @@ def test_decode_crossover_batch_matches_weight_bytes_over_flops_per_token(llama8
     F = 2 * matmul_params
     B_star = W * 989.4e12 / (3.35e12 * F)  # = 295.3: the ridge point at bf16
     B = np.arange(1, 1024, dtype=float)
-    est = estimate(llama8b, h100, B, 16, 2, ideal=True)
+    est = estimate(llama8b, h100, B, 16, 2, Setup.of(ideal=True))
     crossed = B[np.argmax(est.decode.compute_bound)]
     assert est.decode.compute_bound[-1]
     # Activation traffic (each operator reads its input and writes its output, B rows of

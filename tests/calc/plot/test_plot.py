@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 import calc
 from calc.cli.app import app
 from calc.cost.breakdown import ops_records
+from calc.cost.setup import Setup
 from calc.plot import charts as plot
 from calc.plot import gallery
 
@@ -106,7 +107,7 @@ def test_roofline_points_sit_where_the_estimators_say():
 
 def test_roofline_leaves_communication_out_and_says_so():
     fig = plot.roofline_chart("llama-3.1-70b", "h100-sxm", batch=1, prompt_len=512, tp=4, phases=("decode",))
-    recs, _ = ops_records(calc.load_model("llama-3.1-70b"), calc.load_hardware("h100-sxm"), "decode", 1, 512, tp=4)
+    recs, _ = ops_records(calc.load_model("llama-3.1-70b"), calc.load_hardware("h100-sxm"), "decode", 1, 512, Setup.of(tp=4))
     comm = [r for r in recs if r["kind"] == "comm"]
     assert comm
     data = plot.plotted_data(fig)["axes"][0]["series"]
