@@ -9,8 +9,7 @@ import typer
 
 from calc.cli.base import Format, FormatOpt, command, emit
 from calc.core import text as render
-from calc.core.errors import SpecError
-from calc.spec.catalog import hardware_catalog, load_hardware, load_model, model_catalog, read_yaml
+from calc.spec.catalog import hardware_catalog, load_hardware, load_model, load_spec, model_catalog
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
 
@@ -98,36 +97,13 @@ def hardware_cmd(fmt: FormatOpt = Format.table) -> None:
     emit(fmt, flat, headers, table_rows, obj=rows)
 
 
-def _resolve_any(ref: str) -> ModelSpec | HardwareSpec:
-    """A name or path that may be a model or a hardware profile."""
-    if ref in model_catalog():
-        return load_model(ref)
-    if ref in hardware_catalog():
-        return load_hardware(ref)
-    p = Path(ref)
-    if p.suffix in (".yaml", ".yml") and p.is_file():
-        data = read_yaml(p)
-        return load_hardware(ref) if "memory_bandwidth_tb_s" in data else load_model(ref)
-    try:
-        return load_model(ref)
-    except SpecError as exc:
-        if p.exists():
-            raise
-        names = sorted([*model_catalog(), *hardware_catalog()])
-        import difflib
-
-        close = difflib.get_close_matches(ref, names, n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise SpecError("NAME", None, f"unknown model or hardware {ref!r}{hint}") from exc
-
-
 @command("show")
 def show_cmd(
     ref: Annotated[str, typer.Argument(help="Catalog name, YAML path, or HF config.json (or its folder).")],
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Show one model or hardware spec with its derived values."""
-    spec = _resolve_any(ref)
+    spec = load_spec(ref)
     summary = model_summary(spec) if isinstance(spec, ModelSpec) else hardware_summary(spec)
     if fmt is Format.table:
         lines = []

@@ -12,6 +12,8 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from calc.core.errors import SpecError, suggest
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
@@ -113,3 +115,32 @@ def load_hardware(ref: str | Path | HardwareSpec) -> HardwareSpec:
     if isinstance(ref, HardwareSpec):
         return ref
     return _resolve(str(ref), "hardware", hardware_catalog(), _load_hardware_path)
+
+
+def load_spec(ref: str) -> ModelSpec | HardwareSpec:
+    """A name or file that may be a model or a hardware profile. Names: whichever catalog has
+    it. A YAML file: the schema it validates against; one that fits neither reports the problem
+    of the schema it comes closer to (fewer errors)."""
+    if ref in model_catalog():
+        return load_model(ref)
+    if ref in hardware_catalog():
+        return load_hardware(ref)
+    p = Path(ref)
+    if p.suffix in (".yaml", ".yml") and p.is_file():
+        data = read_yaml(p)
+        tries = []
+        for cls, load in ((ModelSpec, load_model), (HardwareSpec, load_hardware)):
+            try:
+                cls.model_validate({str(k): v for k, v in data.items()})
+            except ValidationError as exc:
+                tries.append((exc.error_count(), load))
+                continue
+            except (ValueError, TypeError):
+                tries.append((1, load))
+                continue
+            return load(ref)
+        return min(tries, key=lambda t: t[0])[1](ref)  # raises that schema's one-line error
+    if _looks_like_path(ref):
+        return load_model(ref)  # a config.json, a folder, or a missing file: its own error
+    names = [*model_catalog(), *hardware_catalog()]
+    raise SpecError("NAME", None, f"unknown model or hardware {ref!r}{suggest(ref, names)}")

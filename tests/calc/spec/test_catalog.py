@@ -137,3 +137,17 @@ def test_loading_random_yaml_text_raises_only_spec_error(tmp_path_factory, text)
             loader(str(p))
         except SpecError:
             pass
+
+
+def test_load_spec_tells_model_from_hardware_by_schema(tmp_path):
+    from calc.spec.catalog import load_spec
+    from calc.spec.hardware import HardwareSpec
+    from calc.spec.model import ModelSpec
+
+    assert isinstance(load_spec("l4"), HardwareSpec) and isinstance(load_spec("gpt2"), ModelSpec)
+    assert isinstance(load_spec(str(HARDWARE_DIR / "h100-sxm.yaml")), HardwareSpec)
+    assert isinstance(load_spec(str(MODEL_DIR / "gpt2.yaml")), ModelSpec)
+    near_hw = tmp_path / "x.yaml"
+    near_hw.write_text("name: x\nkind: gpu\nmemory_gb: 80\nmemory_bandwidth_tb_s: 3\n")
+    with pytest.raises(SpecError, match="peak_tflops"):  # closer to hardware: its missing field is named
+        load_spec(str(near_hw))
