@@ -61,8 +61,10 @@ def summary_lines(run) -> list[str]:
 
 
 def counts_json(run) -> str:
+    """The FLOP/KV checks; ``ok`` is null when none ran (``--impl hf`` times a model it cannot count)."""
+    ok = all(c.ok for c in run.counts) if run.counts else None
     return render.to_json({"model": run.spec.name, "layers": run.spec.num_layers, "device": run.opts.device,
-                           "ok": all(c.ok for c in run.counts), "checks": [c.to_dict() for c in run.counts]})
+                           "ok": ok, "checks": [c.to_dict() for c in run.counts]})
 
 
 def scatter(run, path: Path) -> Path | None:
