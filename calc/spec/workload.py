@@ -177,7 +177,9 @@ class Target:
         return f"{name} p{self.percentile}"
 
 
-class Dtypes(_Spec):
+class DtypeChoice(_Spec):
+    """A workload's dtypes block: names as written (None: the model's); calc.cost.dtypes.Dtypes resolves them."""
+
     weight: str | None = None
     kv: str | None = None
     compute: str | None = None
@@ -200,7 +202,7 @@ class Workload(_Spec):
     description: str = ""
     model: str
     hardware: list[str] = Field(min_length=1)
-    dtypes: Dtypes = Dtypes()
+    dtypes: DtypeChoice = DtypeChoice()
     arrival: Arrival
     prompt_len: Length | None = None
     output_len: Length | None = None
