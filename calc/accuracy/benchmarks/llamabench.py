@@ -1,0 +1,90 @@
+"""llama.cpp's `llama-bench -o json|jsonl|csv` (tools/llama-bench/llama-bench.cpp: the
+fields of test::get_fields(), written by json_printer, jsonl_printer and csv_printer).
+
+One row per test: `n_prompt` prompt tokens processed in passes of `n_ubatch` (a "pp"
+test, n_gen = 0), or `n_gen` tokens generated one at a time (a "tg" test, n_prompt = 0),
+or both (a "pg" test), after `n_depth` tokens already in the KV cache (newer builds; 0
+before the field existed). `avg_ts` is the mean over repetitions of (n_prompt + n_gen) /
+seconds: tokens per second (`avg_ns` the mean time in nanoseconds). `model_type` is
+"<arch> <size> <file type>" (llama_model_desc), `type_k`/`type_v` the KV cache types
+(ggml type names: f16, q8_0, ...), `n_gpu_layers` the layers offloaded, `split_mode`
+how several GPUs share the model (layer, row, none), `gpu_info` the device names joined
+by ", ". In the CSV every value is a quoted string; in JSON numbers and booleans are bare.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from calc.accuracy.benchmarks.common import Run, measured, number
+from calc.core.errors import SpecError
+
+REQUIRED = ("n_prompt", "n_gen", "avg_ts")
+# llama_model_ftype_name strings -> our weight dtypes (GGUF block quantisation: 32 weights
+# per scale, as calc.accuracy.harness.GROUP_SIZE counts it). Types without an equivalent
+# here (Q5_K, Q6_K, Q2_K, ...) need --weight-dtype.
+FILE_TYPES = {"all F32": "fp32", "F16": "fp16", "BF16": "bf16", "Q8_0": "int8", "Q4_0": "int4", "Q4_1": "int4",
+              "Q4_K - Small": "int4", "Q4_K - Medium": "int4", "IQ4_NL - 4.5 bpw": "int4",
+              "IQ4_XS - 4.25 bpw": "int4", "MXFP4 MoE": "fp4"}
+KV_TYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "q8_0": "int8", "q4_0": "int4"}
+# CUDA/ROCm device names (cudaDeviceProp.name, as gpu_info prints them) -> catalog names
+GPU_NAMES = {"NVIDIA H100 80GB HBM3": "h100-sxm", "NVIDIA H100 PCIe": "h100-pcie", "NVIDIA H200": "h200",
+             "NVIDIA A100-SXM4-80GB": "a100-80gb-sxm", "NVIDIA A100-SXM4-40GB": "a100-40gb",
+             "NVIDIA A10G": "a10g", "NVIDIA L4": "l4", "NVIDIA L40S": "l40s", "NVIDIA B200": "b200",
+             "NVIDIA GeForce RTX 4090": "rtx-4090", "NVIDIA GeForce RTX 3090": "rtx-3090",
+             "NVIDIA GeForce RTX 3080": "rtx-3080", "AMD Instinct MI300X": "mi300x"}
+
+
+def is_llamabench(doc) -> bool:
+    rows = doc if isinstance(doc, list) else [doc]
+    return bool(rows) and all(isinstance(r, dict) and "avg_ts" in r and "n_prompt" in r for r in rows)
+
+
+def csv_rows(text: str) -> list[dict] | None:
+    """The rows of a llama-bench CSV, or None if the header is not llama-bench's."""
+    reader = csv.DictReader(io.StringIO(text))
+    if not reader.fieldnames or not all(f in reader.fieldnames for f in REQUIRED):
+        return None
+    return list(reader)
+
+
+def _file_type(model_type: str | None) -> str | None:
+    if not model_type:
+        return None
+    for name, dtype in FILE_TYPES.items():
+        if model_type.endswith(" " + name):
+            return dtype
+    return None
+
+
+def read(rows: list[dict], path: str) -> list[Run]:
+    runs = []
+    for i, r in enumerate(rows):
+        missing = [k for k in REQUIRED if number(r.get(k)) is None]
+        if missing:
+            raise SpecError(path, f"row {i + 1}", f"missing {', '.join(missing)} (truncated row?)")
+        n_p, n_g = int(number(r["n_prompt"])), int(number(r["n_gen"]))
+        depth = int(number(r.get("n_depth")) or 0)
+        ts = number(r["avg_ts"])
+        kind = "pp" if n_g == 0 else "tg" if n_p == 0 else "pg"
+        metric = {"pp": "prefill_tokens_per_s", "tg": "decode_tokens_per_s", "pg": "tokens_per_s"}[kind]
+        label = f"{kind}{n_p or ''}{'+' if kind == 'pg' else ''}{n_g or ''}" + (f"@d{depth}" if depth else "")
+        gpus = [g.strip() for g in str(r.get("gpu_info") or "").split(",") if g.strip()]
+        cond: dict[str, object] = {"gpu_info": r.get("gpu_info"), "model_type": r.get("model_type"),
+                                   "n_gpu_layers": number(r.get("n_gpu_layers")),
+                                   "split_mode": r.get("split_mode"), "gpus": len(gpus) or None}
+        if gpus and gpus[0] in GPU_NAMES and all(g == gpus[0] for g in gpus):
+            cond["hardware"] = GPU_NAMES[gpus[0]]
+        if (w := _file_type(r.get("model_type"))) is not None:
+            cond["weight_dtype"] = w
+        if (kv := KV_TYPES.get(str(r.get("type_k") or "").lower())) is not None:
+            cond["kv_dtype"] = kv
+        build = r.get("build_commit")
+        runs.append(Run(
+            file=path, format="llama-bench", label=f"{i + 1}:{label}", load="batch", batch=1,
+            measured=measured(**{metric: ts}), prompt_len=float(n_p), output_len=float(n_g), depth=depth,
+            ubatch=int(number(r.get("n_ubatch")) or 512), model_id=r.get("model_filename"),
+            tool_version=f"build {r.get('build_number')} ({build})" if build else None, conditions=cond,
+        ))
+    return runs

@@ -1,0 +1,211 @@
+"""`roofline compare`: predict what each benchmark run measured, and by how much it missed.
+
+A scenario (calc.accuracy.scenario) is predicted by its load:
+
+- a fixed batch (vllm bench latency): the request model at that batch, through
+  calc.accuracy.harness.predict, as `roofline accuracy` predicts its published rows
+  (e2e includes the preset's per-request serving time; output tok/s = B G / e2e);
+- llama-bench rows: prefill of n_prompt tokens in passes of n_ubatch after n_depth cached
+  ones, and n_gen single-token decode steps at contexts n_depth ..., straight from
+  calc.cost.latency's prefill_cost / decode_cost; tokens/s = tokens / time;
+- N concurrent clients: throughput from the continuous-batching steady state with N
+  running (harness.predict for fixed lengths, so the numbers are `roofline accuracy`'s);
+  TTFT, TPOT, ITL and e2e from the simulator (calc.serving.simulate) running the same
+  closed loop over the run's requests and lengths;
+- an arrival rate: the simulator's open loop at that rate (Poisson, or gamma gaps of
+  shape = the run's burstiness, i.e. cv = 1 / sqrt(burstiness)), up to max_num_seqs
+  running; every request sent at once ("burst"): all arrive at t = 0. Throughput is the
+  simulated requests' tokens over the simulated duration, as the tools divide by theirs.
+
+Client-side times (TTFT, e2e) add the preset's request_overhead_us, as the harness does.
+Statistics run over every simulated request, as the tools' do. ITL p50/p99 are not
+predicted: the simulator keeps per-request times, not every token's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from calc.accuracy.harness import Row, _hardware_with, predict as predict_row, preset_params
+from calc.accuracy.scenario import Scenario
+from calc.core.errors import SpecError
+from calc.spec.catalog import load_hardware, load_model
+from calc.spec.engine import EngineSpec, engines, load_engine
+
+SIM_MAX_REQUESTS = 2000  # simulated requests per run (the run's first ones when it had more)
+MAX_BATCHED_TOKENS = 8192  # token budget per step, as calc.accuracy.harness models the engines
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    metric: str
+    measured: float
+    predicted: float
+
+    @property
+    def error(self) -> float:
+        """Signed relative error, (predicted - measured) / measured."""
+        if not (math.isfinite(self.predicted) and self.measured):
+            return math.nan
+        return self.predicted / self.measured - 1.0
+
+
+@dataclass(frozen=True)
+class RunResult:
+    scenario: Scenario
+    preset: str
+    metrics: tuple[MetricResult, ...]
+
+
+def load_preset(ref: str) -> EngineSpec:
+    """A preset by name, or the first preset of a YAML file (as `compare --fit` writes)."""
+    if ref.endswith((".yaml", ".yml")):
+        from pathlib import Path
+
+        presets = engines(Path(ref))
+        if not presets:
+            raise SpecError(ref, None, "no preset in the file")
+        return next(iter(presets.values()))
+    return load_engine(ref)
+
+
+def _row(sc: Scenario, metric: str, batch=None, concurrency=None) -> Row:
+    return Row(id=sc.run.name, engine=sc.engine, preset=sc.engine, model=sc.model, hardware=sc.hardware,
+               weight_dtype=sc.weight_dtype, kv_dtype=sc.kv_dtype, compute_dtype=sc.compute_dtype, gpus=sc.gpus,
+               tp=sc.tp, pp=sc.pp, batch=batch, concurrency=concurrency, prompt_len=int(sc.prompt_lens[0]),
+               output_len=int(sc.output_lens[0]), metric=metric, value=math.nan, half="held-out")
+
+
+def _hardware(sc: Scenario, preset: EngineSpec):
+    return _hardware_with(sc.hardware, None if preset.ideal else preset_params(preset, load_hardware(sc.hardware)),
+                          preset.ideal)
+
+
+def _dtypes(sc: Scenario, model):
+    from calc.accuracy.harness import GROUP_SIZE
+    from calc.cost.operators import Dtypes
+
+    return Dtypes.resolve(model, sc.weight_dtype, sc.kv_dtype, sc.compute_dtype, GROUP_SIZE.get(sc.engine, 128))
+
+
+def predict(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
+    """Every metric the run measured, predicted under ``preset`` (nan where not modelled)."""
+    if sc.run.format == "llama-bench":
+        out = _llamabench(sc, preset)
+    elif sc.run.load == "batch":
+        out = _fixed_batch(sc, preset)
+    else:
+        out = _serving(sc, preset)
+    return {m: out.get(m, math.nan) for m in sc.measured}
+
+
+def compare(sc: Scenario, preset: EngineSpec | None = None) -> RunResult:
+    preset = preset or load_preset(sc.engine)
+    pred = predict(sc, preset)
+    return RunResult(sc, preset.name, tuple(MetricResult(m, v, pred[m]) for m, v in sc.measured.items()))
+
+
+def _fixed_batch(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
+    e2e = predict_row(_row(sc, "e2e_s", batch=sc.batch), preset)
+    return {"e2e_mean_s": e2e, "e2e_p50_s": e2e, "e2e_p99_s": e2e,
+            "output_tokens_per_s": predict_row(_row(sc, "output_tokens_per_s", batch=sc.batch), preset)}
+
+
+def _llamabench(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
+    from calc.cost.latency import decode_cost, prefill_cost
+    from calc.cost.parallel import Parallel, check
+    from calc.cost.roofline import Efficiency
+
+    model = load_model(sc.model)
+    hw = _hardware(sc, preset)
+    dt = _dtypes(sc, model)
+    attention = "fused" if preset.ideal else preset.attention_kernel
+    par = check(model, Parallel(sc.tp, sc.pp))
+    eff = Efficiency.of(hw, preset.ideal)
+    run = sc.run
+    T, G, depth = int(run.prompt_len), int(run.output_len), run.depth
+    step = run.ubatch or T or 1
+    t_prefill = 0.0
+    for start in range(0, T, step):  # prompt passes of n_ubatch tokens after what is cached
+        chunk = min(step, T - start)
+        cost, _ = prefill_cost(model, hw, 1, chunk, dt, eff, attention, past=depth + start, par=par)
+        t_prefill += float(cost.time_s)
+    t_decode = 0.0
+    if G:
+        contexts = depth + T + np.arange(G, dtype=float)
+        t_decode = float(np.sum(decode_cost(model, hw, 1, contexts, dt, eff, attention, par).time_s))
+    return {"prefill_tokens_per_s": T / t_prefill if T else math.nan,
+            "decode_tokens_per_s": G / t_decode if G else math.nan,
+            "tokens_per_s": (T + G) / (t_prefill + t_decode)}
+
+
+def _replica(sc: Scenario, preset: EngineSpec, max_batch: int):
+    """One engine replica as calc.accuracy.harness builds it for its steady state."""
+    from calc.serving.capacity import Replica
+    from calc.spec.workload import Serving
+
+    model = load_model(sc.model)
+    attention = "fused" if preset.ideal else preset.attention_kernel
+    return Replica(model, _hardware(sc, preset), sc.tp, max_batch, _dtypes(sc, model),
+                   Serving(max_batched_tokens=MAX_BATCHED_TOKENS), attention)
+
+
+def _requests(sc: Scenario) -> tuple[np.ndarray, np.ndarray]:
+    run = sc.run
+    n = min(run.num_requests or len(sc.prompt_lens) or 1, SIM_MAX_REQUESTS)
+    if sc.prompt_lens.size > 1:
+        return sc.prompt_lens[:n].astype(np.int64), np.maximum(sc.output_lens[:n], 1).astype(np.int64)
+    n = max(n, run.concurrency or 1) if run.load == "concurrency" else n
+    return np.full(n, int(sc.prompt_lens[0])), np.full(n, max(int(sc.output_lens[0]), 1))
+
+
+def _serving(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
+    from calc.serving.capacity import steady_state
+    from calc.serving.simulate import simulate
+
+    run = sc.run
+    want = set(sc.measured)
+    T, G = _requests(sc)
+    if run.load == "concurrency":
+        cap = min(run.concurrency, sc.max_num_seqs) if sc.max_num_seqs else run.concurrency
+    else:
+        cap = sc.max_num_seqs
+    rep = _replica(sc, preset, cap)
+    if not rep.kv.fits:
+        return {}
+    out: dict[str, float] = {}
+    latency = {"ttft", "tpot", "itl", "e2e"} & {m.split("_")[0] for m in want}
+    if latency or run.load != "concurrency":
+        if run.load == "rate":
+            b = run.burstiness
+            sim = simulate(rep, T, G, rate_per_s=run.rate_per_s, process="poisson" if b == 1.0 else "gamma",
+                           cv=1.0 / math.sqrt(b))
+        else:
+            sim = simulate(rep, T, G, concurrency=run.concurrency if run.load == "concurrency" else T.size)
+        serving = 0.0 if preset.ideal else preset.request_overhead_us * 1e-6
+        ttft, e2e = sim.ttft_s + serving, sim.e2e_s + serving
+        multi = sim.output_len > 1
+        tpot = ((sim.finish_s - sim.first_token_s)[multi] / (sim.output_len[multi] - 1))
+        for name, v in (("ttft", ttft), ("tpot", tpot), ("e2e", e2e)):
+            if v.size:
+                out[f"{name}_mean_s"] = float(np.mean(v))
+                out[f"{name}_p50_s"] = float(np.median(v))
+                out[f"{name}_p99_s"] = float(np.percentile(v, 99))
+        if multi.any():
+            out["itl_mean_s"] = float(np.sum((sim.finish_s - sim.first_token_s)[multi])
+                                      / np.sum(sim.output_len[multi] - 1))
+        duration = float(np.max(sim.finish_s) - np.min(sim.arrive_s))
+        out["output_tokens_per_s"] = float(np.sum(sim.output_len)) / duration
+        out["requests_per_s"] = sim.n / duration
+    if run.load == "concurrency":  # closed loop: the steady state, as `roofline accuracy` predicts it
+        if sc.constant_lengths:
+            tput = predict_row(_row(sc, "output_tokens_per_s", concurrency=cap), preset)
+        else:
+            replicas = max(sc.gpus // (sc.tp * sc.pp), 1)
+            tput = replicas * steady_state(rep, T, np.maximum(G, 2)).output_tokens_per_s
+        out["output_tokens_per_s"] = float(tput)
+        out["requests_per_s"] = float(tput) / float(np.mean(G))
+    return out

@@ -1,0 +1,209 @@
+"""From a benchmark run to the scenario the calculator predicts: model, GPU, split, dtypes,
+engine preset, load and lengths.
+
+Each condition comes from the first of: the command's options, the run's sidecar YAML
+(``<result file stem>.roofline.yaml`` beside it), what the result file itself names, and
+a stated default (listed in ``assumed``). Missing lengths or hardware are one SpecError
+naming the file and the missing field.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from calc.accuracy.benchmarks import Run
+from calc.core.errors import SpecError
+from calc.spec.catalog import build, load_model, model_catalog, read_yaml
+
+# What each format measures, run by default: vLLM's tools -> the vllm preset, and so on.
+ENGINE_OF_FORMAT = {"vllm-serve": "vllm", "vllm-latency": "vllm", "sglang": "sglang", "llama-bench": "llama.cpp",
+                    "guidellm": "default"}
+MAX_NUM_SEQS = 256  # vLLM's default --max-num-seqs: running requests when the load sends more
+# Hugging Face ids that serving tools write as model_id, for catalog models whose source
+# config is a sibling checkpoint (base vs Instruct share the shapes). Mistral-7B v0.3 differs
+# from the catalog's v0.1 only in its vocabulary (32768 vs 32000 rows), as the accuracy table counts it.
+HF_IDS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "meta-llama/Meta-Llama-3.1-8B-Instruct": "llama-3.1-8b",
+          "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b",
+          "meta-llama/Meta-Llama-3.1-70B-Instruct": "llama-3.1-70b",
+          "meta-llama/Llama-3.1-405B-Instruct": "llama-3.1-405b", "meta-llama/Meta-Llama-3-8B-Instruct": "llama-3-8b",
+          "meta-llama/Meta-Llama-3-70B-Instruct": "llama-3-70b", "mistralai/Mistral-7B-Instruct-v0.1": "mistral-7b",
+          "mistralai/Mistral-7B-Instruct-v0.3": "mistral-7b", "mistralai/Mixtral-8x7B-Instruct-v0.1": "mixtral-8x7b",
+          "Qwen/Qwen2.5-7B-Instruct": "qwen2.5-7b"}
+
+
+class Conditions(BaseModel):
+    """What a sidecar YAML (or the options) may state about a run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str | None = None
+    hardware: str | None = None
+    engine: str | None = None
+    tp: int | None = Field(default=None, ge=1)
+    pp: int | None = Field(default=None, ge=1)
+    gpus: int | None = Field(default=None, ge=1)
+    weight_dtype: str | None = None
+    kv_dtype: str | None = None
+    compute_dtype: str | None = None
+    batch: int | None = Field(default=None, ge=1)
+    prompt_len: float | None = Field(default=None, gt=0)
+    output_len: float | None = Field(default=None, gt=0)
+    max_num_seqs: int | None = Field(default=None, ge=1)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One run, ready to predict. Lengths are per request (constant arrays when the run
+    gives only means); ``measured`` may add metrics derived from the run's own numbers."""
+
+    run: Run
+    model: str
+    hardware: str
+    engine: str
+    tp: int
+    pp: int
+    gpus: int
+    weight_dtype: str | None
+    kv_dtype: str | None
+    compute_dtype: str | None
+    batch: int | None
+    max_num_seqs: int
+    prompt_lens: np.ndarray
+    output_lens: np.ndarray
+    measured: dict[str, float]
+    assumed: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    sidecar: str | None = None
+    origin: dict[str, str] = field(default_factory=dict)  # condition -> option | sidecar | file | default
+
+    @property
+    def constant_lengths(self) -> bool:
+        return bool(np.all(self.prompt_lens == self.prompt_lens[0]) and np.all(self.output_lens == self.output_lens[0]))
+
+
+def sidecar_path(result: str | Path) -> Path:
+    p = Path(result)
+    return p.with_name(p.stem + ".roofline.yaml")
+
+
+def read_sidecar(result: str | Path) -> tuple[Conditions, str | None]:
+    path = sidecar_path(result)
+    if not path.is_file():
+        return Conditions(), None
+    return build(Conditions, read_yaml(path) or {}, path), str(path)
+
+
+def resolve_model_id(model_id: str | None) -> str | None:
+    """A catalog name for a tool's model id: the name itself, an exact Hugging Face id of a
+    catalog model's source config, or one of HF_IDS; a local path to a config works too."""
+    if not model_id:
+        return None
+    catalog = model_catalog()
+    if model_id in catalog:
+        return model_id
+    if model_id in HF_IDS:
+        return HF_IDS[model_id]
+    for name, path in catalog.items():
+        cfg = ((read_yaml(path) or {}).get("sources") or {}).get("cfg", "")
+        if cfg.startswith(f"https://huggingface.co/{model_id}/"):
+            return name
+    if Path(model_id).exists():
+        try:
+            load_model(model_id)
+        except SpecError:
+            return None
+        return model_id
+    return None
+
+
+def resolve(run: Run, options: Conditions) -> Scenario:
+    side, side_path = read_sidecar(run.file)
+    hint = side_path or str(sidecar_path(run.file))
+    origin: dict[str, str] = {}
+    assumed: list[str] = []
+
+    def pick(key, from_file=None, default=None, describe=None, quiet=False):
+        for where, value in (("option", getattr(options, key)), ("sidecar", getattr(side, key)),
+                             ("file", from_file)):
+            if value is not None:
+                origin[key] = where
+                return value
+        if default is not None:
+            origin[key] = "default"
+            if not quiet:
+                assumed.append(describe or f"{key} {default}")
+        return default
+
+    cond = run.conditions
+    model = pick("model", resolve_model_id(run.model_id))
+    if model is None:
+        named = f" (it names {run.model_id!r}, not a catalog model)" if run.model_id else ""
+        raise SpecError(run.file, "model", f"no model: the result does not name one{named}; give --model or "
+                                           f"model: in {hint}")
+    load_model(model)
+    hardware = pick("hardware", cond.get("hardware"))
+    if hardware is None:
+        raise SpecError(run.file, "hardware", f"no GPU: the result does not name one the catalog knows; give "
+                                              f"--hardware or hardware: in {hint}")
+    engine = pick("engine", None, ENGINE_OF_FORMAT[run.format],
+                  f"engine preset {ENGINE_OF_FORMAT[run.format]} (from the {run.format} format)")
+    n_dev = int(cond.get("gpus") or 1)
+    split = cond.get("split_mode")
+    tp = int(pick("tp", n_dev if split == "row" and n_dev > 1 else None, 1, "TP 1"))
+    pp = int(pick("pp", n_dev if split == "layer" and n_dev > 1 else None, 1, quiet=True))
+    gpus = int(pick("gpus", None, tp * pp, quiet=True))
+    weight = pick("weight_dtype", cond.get("weight_dtype"))
+    kv = pick("kv_dtype", cond.get("kv_dtype"))
+    compute = pick("compute_dtype")
+    if weight is None:
+        assumed.append("weights at the model's dtype")
+    if kv is None:
+        assumed.append("KV cache at the model's dtype")
+    layers = cond.get("n_gpu_layers")
+    if layers is not None and layers < load_model(model).num_layers:
+        raise SpecError(run.file, f"{run.label}: n_gpu_layers", f"{int(layers)} of "
+                        f"{load_model(model).num_layers} layers offloaded: a CPU/GPU split is not modelled")
+    prompts, outputs, notes, batch = _lengths(run, side, options, hint)
+    measured = dict(run.measured)
+    if run.format == "vllm-latency" and "e2e_mean_s" in measured:
+        measured["output_tokens_per_s"] = batch * float(outputs[0]) / measured["e2e_mean_s"]
+        notes.append("output tok/s = batch x output_len / avg_latency (as published tables quote it)")
+    max_seqs = pick("max_num_seqs", None, MAX_NUM_SEQS, f"max_num_seqs {MAX_NUM_SEQS} (vLLM's default)") \
+        if run.load in ("rate", "burst") else (options.max_num_seqs or side.max_num_seqs or 0)
+    return Scenario(run=run, model=model, hardware=hardware, engine=engine, tp=tp, pp=pp, gpus=gpus,
+                    weight_dtype=weight, kv_dtype=kv, compute_dtype=compute, batch=batch, max_num_seqs=int(max_seqs),
+                    prompt_lens=prompts, output_lens=outputs, measured=measured, assumed=tuple(assumed),
+                    notes=tuple([*run.notes, *notes]), sidecar=side_path, origin=origin)
+
+
+def _lengths(run: Run, side: Conditions, options: Conditions, hint: str):
+    """Per-request lengths: the run's own, its means, or the sidecar's (for tools that do not
+    save them); a run with none is an error naming the file."""
+    notes = []
+    batch = options.batch or side.batch or run.batch
+    T = options.prompt_len or side.prompt_len
+    G = options.output_len or side.output_len
+    if run.format == "llama-bench":
+        return np.array([run.prompt_len]), np.array([run.output_len]), notes, 1
+    if run.load == "batch":
+        missing = [k for k, v in (("batch", batch), ("prompt_len", T), ("output_len", G)) if v is None]
+        if missing:
+            raise SpecError(run.file, ", ".join(missing), f"a {run.format} result does not record its batch "
+                                                          f"size or lengths; give them in {hint}")
+        return np.array([round(T)]), np.array([round(G)]), notes, int(batch)
+    if T is None and G is None and run.prompt_lens and run.output_lens:
+        return np.asarray(run.prompt_lens, float), np.maximum(np.asarray(run.output_lens, float), 1), notes, None
+    T = T or run.prompt_len
+    G = G or run.output_len
+    if T is None or G is None or not math.isfinite(T) or not math.isfinite(G):
+        raise SpecError(run.file, f"{run.label}: lengths", "no prompt/output lengths (no input_lens/output_lens "
+                                                           f"and no token totals); give prompt_len and output_len in "
+                                                           f"{hint}")
+    if not (run.prompt_lens and run.output_lens):
+        notes.append(f"lengths: means {T:.0f} / {G:.0f} for every request (per-request lengths not saved)")
+    return np.array([max(round(T), 1)], float), np.array([max(round(G), 1)], float), notes, None
