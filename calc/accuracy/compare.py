@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calc.accuracy.harness import Row, _hardware_with, predict as predict_row, preset_params
+from calc.accuracy.harness import GROUP_SIZE, Row, predict as predict_row
 from calc.accuracy.scenario import Scenario
 from calc.core.errors import SpecError
 from calc.spec.catalog import load_hardware, load_model
@@ -80,13 +80,12 @@ def _row(sc: Scenario, metric: str, batch=None, concurrency=None) -> Row:
 
 
 def _hardware(sc: Scenario, preset: EngineSpec):
-    return _hardware_with(sc.hardware, None if preset.ideal else preset_params(preset, load_hardware(sc.hardware)),
-                          preset.ideal)
+    """The run's profile under the preset, as calc.accuracy.harness.predict sets it."""
+    return load_hardware(sc.hardware).with_engine("ideal" if preset.ideal else preset)
 
 
 def _dtypes(sc: Scenario, model):
-    from calc.accuracy.harness import GROUP_SIZE
-    from calc.cost.operators import Dtypes
+    from calc.cost.dtypes import Dtypes
 
     return Dtypes.resolve(model, sc.weight_dtype, sc.kv_dtype, sc.compute_dtype, GROUP_SIZE.get(sc.engine, 128))
 
@@ -117,7 +116,7 @@ def _fixed_batch(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
 def _llamabench(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
     from calc.cost.latency import decode_cost, prefill_cost
     from calc.cost.parallel import Parallel, check
-    from calc.cost.roofline import Efficiency
+    from calc.cost.efficiency import Efficiency
 
     model = load_model(sc.model)
     hw = _hardware(sc, preset)
