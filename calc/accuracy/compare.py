@@ -72,8 +72,13 @@ def load_preset(ref: str) -> EngineSpec:
     return load_engine(ref)
 
 
-def _row(sc: Scenario, metric: str, batch=None, concurrency=None) -> Row:
-    return Row(id=sc.run.name, engine=sc.engine, preset=sc.engine, model=sc.model, hardware=sc.hardware,
+def family(preset: EngineSpec) -> str:
+    """The engine a preset models: its name, less the "-fit" a refit (calc.accuracy.refit) adds."""
+    return preset.name.removesuffix("-fit")
+
+
+def _row(sc: Scenario, preset: EngineSpec, metric: str, batch=None, concurrency=None) -> Row:
+    return Row(id=sc.run.name, engine=family(preset), preset=preset.name, model=sc.model, hardware=sc.hardware,
                weight_dtype=sc.weight_dtype, kv_dtype=sc.kv_dtype, compute_dtype=sc.compute_dtype, gpus=sc.gpus,
                tp=sc.tp, pp=sc.pp, batch=batch, concurrency=concurrency, prompt_len=int(sc.prompt_lens[0]),
                output_len=int(sc.output_lens[0]), metric=metric, value=math.nan, half="held-out")
@@ -84,10 +89,10 @@ def _hardware(sc: Scenario, preset: EngineSpec):
     return load_hardware(sc.hardware).with_engine("ideal" if preset.ideal else preset)
 
 
-def _dtypes(sc: Scenario, model):
+def _dtypes(sc: Scenario, model, preset: EngineSpec):
     from calc.cost.dtypes import Dtypes
 
-    return Dtypes.resolve(model, sc.weight_dtype, sc.kv_dtype, sc.compute_dtype, GROUP_SIZE.get(sc.engine, 128))
+    return Dtypes.resolve(model, sc.weight_dtype, sc.kv_dtype, sc.compute_dtype, GROUP_SIZE.get(family(preset), 128))
 
 
 def predict(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
@@ -108,9 +113,9 @@ def compare(sc: Scenario, preset: EngineSpec | None = None) -> RunResult:
 
 
 def _fixed_batch(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
-    e2e = predict_row(_row(sc, "e2e_s", batch=sc.batch), preset)
+    e2e = predict_row(_row(sc, preset, "e2e_s", batch=sc.batch), preset)
     return {"e2e_mean_s": e2e, "e2e_p50_s": e2e, "e2e_p99_s": e2e,
-            "output_tokens_per_s": predict_row(_row(sc, "output_tokens_per_s", batch=sc.batch), preset)}
+            "output_tokens_per_s": predict_row(_row(sc, preset, "output_tokens_per_s", batch=sc.batch), preset)}
 
 
 def _llamabench(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
@@ -120,7 +125,7 @@ def _llamabench(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
 
     model = load_model(sc.model)
     hw = _hardware(sc, preset)
-    dt = _dtypes(sc, model)
+    dt = _dtypes(sc, model, preset)
     attention = "fused" if preset.ideal else preset.attention_kernel
     par = check(model, Parallel(sc.tp, sc.pp))
     eff = Efficiency.of(hw, preset.ideal)
@@ -148,7 +153,7 @@ def _replica(sc: Scenario, preset: EngineSpec, max_batch: int):
 
     model = load_model(sc.model)
     attention = "fused" if preset.ideal else preset.attention_kernel
-    return Replica(model, _hardware(sc, preset), sc.tp, max_batch, _dtypes(sc, model),
+    return Replica(model, _hardware(sc, preset), sc.tp, max_batch, _dtypes(sc, model, preset),
                    Serving(max_batched_tokens=MAX_BATCHED_TOKENS), attention)
 
 
@@ -201,10 +206,30 @@ def _serving(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
         out["requests_per_s"] = sim.n / duration
     if run.load == "concurrency":  # closed loop: the steady state, as `roofline accuracy` predicts it
         if sc.constant_lengths:
-            tput = predict_row(_row(sc, "output_tokens_per_s", concurrency=cap), preset)
+            tput = predict_row(_row(sc, preset, "output_tokens_per_s", concurrency=cap), preset)
         else:
             replicas = max(sc.gpus // (sc.tp * sc.pp), 1)
             tput = replicas * steady_state(rep, T, np.maximum(G, 2)).output_tokens_per_s
         out["output_tokens_per_s"] = float(tput)
         out["requests_per_s"] = float(tput) / float(np.mean(G))
     return out
+
+
+def compare_files(files, options) -> tuple[list[RunResult], list[tuple[str, str]], dict[str, EngineSpec]]:
+    """Read, resolve and predict every run of every file. A file that cannot be read or
+    resolved is one (file, message) failure; the other files are still compared.
+    Returns (results, failures, the presets used by name)."""
+    from calc.accuracy.benchmarks import read_results
+    from calc.accuracy.scenario import resolve
+
+    results, failures, presets = [], [], {}
+    for f in files:
+        try:
+            scenarios = [resolve(run, options) for run in read_results(f)]
+            for sc in scenarios:
+                if sc.engine not in presets:
+                    presets[sc.engine] = load_preset(sc.engine)
+            results += [compare(sc, presets[sc.engine]) for sc in scenarios]
+        except SpecError as exc:
+            failures.append((str(f), str(exc)))
+    return results, failures, presets

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from calc.cli import catalog, estimate, plan, sweep  # noqa: F401  (registered in this order)
+from calc.cli import catalog, estimate, plan, compare, sweep  # noqa: F401  (registered in this order)
 from calc.cli.base import app
 import validate.cli  # noqa: F401  (validate, calibrate, validate-comm; torch only inside them)
 

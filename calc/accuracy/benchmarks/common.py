@@ -61,7 +61,8 @@ class Run:
 
     @property
     def name(self) -> str:
-        return f"{Path(self.file).name}:{self.label}"
+        base = Path(self.file).name
+        return base if self.label == "run" else f"{base}:{self.label}"
 
 
 def ms(value) -> float | None:
