@@ -1,0 +1,102 @@
+"""Predictions of benchmark runs: the published vLLM rows re-expressed as vLLM's result files
+reproduce `roofline accuracy`; the other loads map to the right model terms."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from calc.accuracy.benchmarks import read_results
+from calc.accuracy.compare import compare, compare_files, load_preset, predict
+from calc.accuracy.harness import load_rows, predict as predict_row
+from calc.accuracy.scenario import Conditions, resolve
+from calc.spec.engine import engines
+
+BENCH = Path(__file__).resolve().parents[2] / "fixtures" / "bench"
+PUBLISHED = sorted((BENCH / "published").glob("*.json"))
+# published.csv metric -> the metric the tool's file reports
+METRIC = {"e2e_s": "e2e_mean_s", "output_tokens_per_s": "output_tokens_per_s"}
+
+
+def test_published_fixtures_cover_the_vllm_rows_with_lengths():
+    rows = {r.id: r for r in load_rows()[0]}
+    assert len(PUBLISHED) == 13
+    assert all(rows[p.stem].engine == "vllm" for p in PUBLISHED)
+
+
+@pytest.mark.parametrize("path", PUBLISHED, ids=lambda p: p.stem)
+def test_compare_reproduces_roofline_accuracy(path):
+    row = {r.id: r for r in load_rows()[0]}[path.stem]
+    (run,) = read_results(path)
+    result = compare(resolve(run, Conditions()))
+    got = {m.metric: m for m in result.metrics}[METRIC[row.metric]]
+    assert got.measured == pytest.approx(row.value, rel=1e-9)
+    assert got.predicted == pytest.approx(predict_row(row, engines()[row.preset]), rel=1e-12)
+
+
+def test_llamabench_rows_go_through_prefill_and_decode():
+    from calc.cost.dtypes import Dtypes
+    from calc.cost.efficiency import Efficiency
+    from calc.cost.latency import decode_cost, prefill_cost
+    from calc.spec.catalog import load_hardware, load_model
+
+    pp, tg = (resolve(r, Conditions(model="llama-3-8b")) for r in read_results(BENCH / "llama-bench.json"))
+    preset = load_preset("llama.cpp")
+    model, hw = load_model("llama-3-8b"), load_hardware("rtx-4090").with_engine(preset)
+    dt = Dtypes.resolve(model, "int4", "fp16", None, 32)  # GGUF blocks: 32 weights per scale
+    eff = Efficiency.of(hw)
+    prefill, _ = prefill_cost(model, hw, 1, 512, dt, eff)  # pp512: one pass of n_ubatch = 512
+    assert predict(pp, preset)["prefill_tokens_per_s"] == pytest.approx(512 / float(prefill.time_s), rel=1e-12)
+    steps = decode_cost(model, hw, 1, np.arange(512, dtype=float), dt, eff).time_s  # tg512: contexts 0..511
+    assert predict(tg, preset)["decode_tokens_per_s"] == pytest.approx(512 / float(np.sum(steps)), rel=1e-12)
+    # the published rows these avg_ts came from, as `roofline accuracy` predicts them (its decode
+    # averages 511 steps at contexts 1..511: within a fraction of a percent)
+    rows = {r.id: r for r in load_rows()[0]}
+    assert predict(pp, preset)["prefill_tokens_per_s"] == pytest.approx(
+        predict_row(rows["xd-rtx-4090-8b-q4_k_m-pp512"], preset), rel=1e-12)
+    assert predict(tg, preset)["decode_tokens_per_s"] == pytest.approx(
+        predict_row(rows["xd-rtx-4090-8b-q4_k_m-tg512"], preset), rel=5e-3)
+
+
+def test_prompt_longer_than_ubatch_is_several_passes():
+    from dataclasses import replace
+
+    (pp, _) = read_results(BENCH / "llama-bench.json")
+    preset = load_preset("llama.cpp")
+    one = predict(resolve(replace(pp, ubatch=512), Conditions(model="llama-3-8b")), preset)["prefill_tokens_per_s"]
+    two = predict(resolve(replace(pp, ubatch=256), Conditions(model="llama-3-8b")), preset)["prefill_tokens_per_s"]
+    assert two < one  # two passes: weights read twice, a second step overhead
+
+
+def test_client_side_times_carry_the_request_overhead():
+    run = read_results(BENCH / "vllm-serve-concurrency16.json")[0]
+    sc = resolve(run, Conditions(hardware="h100-sxm"))
+    base = load_preset("vllm")
+    a = predict(sc, base.model_copy(update={"request_overhead_us": 0.0}))
+    b = predict(sc, base.model_copy(update={"request_overhead_us": 8000.0}))
+    assert b["ttft_mean_s"] - a["ttft_mean_s"] == pytest.approx(8e-3)  # 8000 us, TTFT is client-side
+    assert b["tpot_mean_s"] == a["tpot_mean_s"]  # token gaps are not
+    assert math.isnan(a["itl_p99_s"])  # per-token gaps are not simulated
+    assert a["itl_mean_s"] > 0 and a["output_tokens_per_s"] > 0
+
+
+def test_rate_run_is_simulated_at_its_rate():
+    run = read_results(BENCH / "vllm-serve-rate4-detailed.json")[0]
+    sc = resolve(run, Conditions(hardware="h100-sxm"))
+    from calc.serving.simulate import arrival_gaps
+
+    p = predict(sc, load_preset("vllm"))
+    # the tools divide by first send to last completion: at least the span of the 12 Poisson
+    # arrivals at 4/s (the simulator's seed-0 gaps), at most that plus one short request (< 1 s)
+    span = float(np.sum(arrival_gaps(12, "poisson", 1.0, 0)[1:])) / 4.0
+    assert 12 / (span + 1.0) < p["requests_per_s"] <= 12 / span
+    assert p["output_tokens_per_s"] == pytest.approx(p["requests_per_s"] * np.mean(run.output_lens))
+
+
+def test_compare_files_keeps_going_after_a_bad_file():
+    files = [BENCH / "unknown.json", BENCH / "vllm-latency.json", BENCH / "truncated.json"]
+    results, failures, presets = compare_files(files, Conditions(model="llama-3.1-8b", hardware="h100-sxm"))
+    assert [r.scenario.run.format for r in results] == ["vllm-latency"]
+    assert [Path(f).name for f, _ in failures] == ["unknown.json", "truncated.json"]
+    assert set(presets) == {"vllm"}

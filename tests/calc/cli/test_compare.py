@@ -1,0 +1,87 @@
+"""`roofline compare` through CliRunner: every format end to end, JSON/CSV, --out, --fit, exit 2."""
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from calc.cli.app import app
+
+BENCH = Path(__file__).resolve().parents[2] / "fixtures" / "bench"
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, ["compare", *[str(a) for a in args]])
+
+
+@pytest.mark.parametrize("files, options", [
+    (["vllm-serve-concurrency16.json", "vllm-serve-rate4-detailed.json"], ["--hardware", "h100-sxm"]),
+    (["vllm-latency.json"], ["--hardware", "h100-sxm", "--model", "llama-3.1-8b"]),
+    (["sglang.jsonl"], ["--hardware", "h100-sxm", "--model", "llama-3.1-8b"]),
+    (["guidellm.json"], ["--hardware", "h100-sxm"]),
+    (["llama-bench.json", "llama-bench.csv"], ["--model", "llama-3-8b"]),
+])
+def test_each_format_end_to_end(files, options):
+    r = run(*[BENCH / f for f in files], *options)
+    assert r.exit_code == 0, r.output
+    assert "measured" in r.stdout and "predicted" in r.stdout and "median |error|" in r.stdout
+    assert "Traceback" not in r.output
+
+
+def test_json_and_csv():
+    args = [BENCH / "vllm-serve-concurrency16.json", "--hardware", "h100-sxm"]
+    d = json.loads(run(*args, "--format", "json").stdout)
+    (r,) = d["runs"]
+    assert (r["format"], r["load"], r["concurrency"], r["model"], r["engine"]) == (
+        "vllm-serve", "concurrency", 16, "llama-3.1-8b", "vllm")
+    m = {x["metric"]: x for x in r["metrics"]}
+    src = json.loads((BENCH / "vllm-serve-concurrency16.json").read_text())
+    assert m["ttft_mean_s"]["measured"] == pytest.approx(src["mean_ttft_ms"] / 1000)
+    assert m["itl_p99_s"]["predicted"] is None  # not modelled: null, never a made-up number
+    e = m["output_tokens_per_s"]
+    assert e["error"] == pytest.approx(e["predicted"] / e["measured"] - 1)
+    assert d["summary"]["runs"] == 1 and d["errors"] == []
+    rows = list(csv.DictReader(io.StringIO(run(*args, "--format", "csv").stdout)))
+    assert {"file", "run", "metric", "measured", "predicted", "error"} <= set(rows[0])
+    assert len(rows) == len(r["metrics"])
+
+
+def test_bad_files_exit_2_and_the_others_are_still_compared():
+    r = run(BENCH / "unknown.json", BENCH / "vllm-latency.json", BENCH / "truncated.json",
+            BENCH / "vllm-latency-nolengths.json", "--model", "llama-3.1-8b", "--hardware", "h100-sxm")
+    assert r.exit_code == 2
+    errors = r.stderr.strip().splitlines()
+    assert len(errors) == 3  # one line per file that failed
+    assert "unknown.json" in errors[0] and "unknown format" in errors[0]
+    assert "truncated.json" in errors[1] and "truncated" in errors[1]
+    assert "vllm-latency-nolengths.json" in errors[2] and "prompt_len" in errors[2]
+    assert "vllm-latency.json" in r.stdout and "3 file(s) not read" in r.stdout
+    assert "Traceback" not in r.output
+
+
+def test_bad_option_is_exit_2_before_reading():
+    r = run(BENCH / "vllm-latency.json", "--engine", "vlm")
+    assert r.exit_code == 2 and "did you mean vllm" in r.output
+
+
+def test_out_writes_report_and_chart(tmp_path):
+    r = run(BENCH / "sglang.jsonl", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--out", tmp_path)
+    assert r.exit_code == 0, r.output
+    assert {p.name for p in tmp_path.iterdir()} == {"README.md", "compare.csv", "compare.json", "compare.png"}
+    assert (tmp_path / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "![predicted vs measured](compare.png)" in (tmp_path / "README.md").read_text()
+
+
+def test_fit_writes_a_preset_that_compare_can_use(tmp_path):
+    files = sorted((BENCH / "published").glob("vllmbk*.json"))
+    out = tmp_path / "fit.yaml"
+    r = run(*files, "--fit", "--fit-out", out)
+    assert r.exit_code == 0, r.output
+    assert "held-out before" in r.stdout and out.is_file()
+    again = run(*files, "--engine", out, "--format", "json")
+    assert again.exit_code == 0, again.output
+    assert {x["engine"] for x in json.loads(again.stdout)["runs"]} == {"vllm-fit"}
