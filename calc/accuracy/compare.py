@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calc.accuracy.harness import GROUP_SIZE, Row, predict as predict_row
+from calc.accuracy.harness import GROUP_SIZE, Row
+from calc.accuracy.harness import predict as predict_row
 from calc.accuracy.scenario import Scenario
 from calc.core.errors import SpecError
 from calc.spec.catalog import load_hardware, load_model
@@ -119,9 +120,9 @@ def _fixed_batch(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
 
 
 def _llamabench(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
+    from calc.cost.efficiency import Efficiency
     from calc.cost.latency import decode_cost, prefill_cost
     from calc.cost.parallel import Parallel, check
-    from calc.cost.efficiency import Efficiency
 
     model = load_model(sc.model)
     hw = _hardware(sc, preset)

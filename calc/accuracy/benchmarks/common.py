@@ -146,3 +146,39 @@ def load_documents(path: Path) -> tuple[list, str]:
             raise SpecError(path, None, f"truncated or invalid JSON on line {i} (column {exc.colno}: "
                                         f"{exc.msg})") from None
     return docs, "jsonl"
+
+
+def serving_run(doc: dict, path: str, fmt: str, label: str, e2e: str, **extra) -> Run:
+    """A run from the layout vLLM's benchmark_serving wrote and SGLang's bench_serving kept
+    (it was adapted from it): `{mean,median,pNN}_<metric>_ms`, `request_rate` (inf: all at
+    once), `max_concurrency`, `completed`, token totals, optional per-request lengths.
+    ``e2e`` is the tool's name for end-to-end latency (vLLM "e2el", SGLang "e2e_latency")."""
+    metrics = {}
+    for ours, theirs in (("ttft", "ttft"), ("tpot", "tpot"), ("itl", "itl"), ("e2e", e2e)):
+        metrics[f"{ours}_mean_s"] = ms(doc.get(f"mean_{theirs}_ms"))
+        metrics[f"{ours}_p50_s"] = ms(doc.get(f"median_{theirs}_ms"))
+        metrics[f"{ours}_p99_s"] = ms(doc.get(f"p99_{theirs}_ms"))
+    req_rate = rate(doc.get("request_rate"))
+    conc = number(doc.get("max_concurrency"))
+    completed = number(doc.get("completed"))
+    n = int(completed) if completed else (int(number(doc.get("num_prompts")) or 0) or None)
+    notes = []
+    if req_rate is not None:
+        load = "rate"
+        if conc:
+            notes.append(f"max_concurrency {int(conc)} also set: simulated as an open loop at the rate only")
+    else:
+        load = "concurrency" if conc else "burst"
+
+    def mean(key):
+        total = number(doc.get(key))
+        return total / completed if completed and total is not None else None
+
+    return Run(
+        file=path, format=fmt, label=label, load=load,
+        measured=measured(**metrics, output_tokens_per_s=number(doc.get("output_throughput")),
+                          requests_per_s=number(doc.get("request_throughput"))),
+        concurrency=int(conc) if conc else (n if load == "burst" else None), rate_per_s=req_rate, num_requests=n,
+        prompt_lens=per_request(doc.get("input_lens"), path, "input_lens"),
+        output_lens=per_request(doc.get("output_lens"), path, "output_lens"),
+        prompt_len=mean("total_input_tokens"), output_len=mean("total_output_tokens"), notes=tuple(notes), **extra)

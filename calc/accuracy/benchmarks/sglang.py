@@ -14,7 +14,7 @@ Arrivals at a finite rate are Poisson (np.random.exponential in get_request).
 
 from __future__ import annotations
 
-from calc.accuracy.benchmarks.common import Run, measured, ms, number, per_request, rate
+from calc.accuracy.benchmarks.common import Run, serving_run
 
 
 def is_sglang(doc) -> bool:
@@ -23,36 +23,5 @@ def is_sglang(doc) -> bool:
 
 
 def read(doc: dict, path: str, index: int, count: int) -> Run:
-    metrics = {}
-    for ours, theirs in (("ttft", "ttft"), ("tpot", "tpot"), ("itl", "itl"), ("e2e", "e2e_latency")):
-        metrics[f"{ours}_mean_s"] = ms(doc.get(f"mean_{theirs}_ms"))
-        metrics[f"{ours}_p50_s"] = ms(doc.get(f"median_{theirs}_ms"))
-        metrics[f"{ours}_p99_s"] = ms(doc.get(f"p99_{theirs}_ms"))
-    req_rate = rate(doc.get("request_rate"))
-    conc = number(doc.get("max_concurrency"))
-    completed = number(doc.get("completed"))
-    n = int(completed) if completed else None
-    notes = []
-    if req_rate is not None:
-        load = "rate"
-        if conc:
-            notes.append(f"max_concurrency {int(conc)} also set: simulated as an open loop at the rate only")
-    elif conc:
-        load = "concurrency"
-    else:
-        load = "burst"
-    mean_in = number(doc.get("total_input_tokens")) / completed if completed and number(
-        doc.get("total_input_tokens")) is not None else None
-    mean_out = number(doc.get("total_output_tokens")) / completed if completed and number(
-        doc.get("total_output_tokens")) is not None else None
-    return Run(
-        file=path, format="sglang", label=f"run {index + 1}" if count > 1 else "run", load=load,
-        measured=measured(**metrics, output_tokens_per_s=number(doc.get("output_throughput")),
-                          requests_per_s=number(doc.get("request_throughput"))),
-        concurrency=int(conc) if conc else (n if load == "burst" else None), rate_per_s=req_rate,
-        num_requests=n, prompt_lens=per_request(doc.get("input_lens"), path, "input_lens"),
-        output_lens=per_request(doc.get("output_lens"), path, "output_lens"),
-        prompt_len=mean_in, output_len=mean_out,
-        conditions={k: doc[k] for k in ("backend", "dataset_name") if doc.get(k) is not None},
-        notes=tuple(notes),
-    )
+    return serving_run(doc, path, "sglang", f"run {index + 1}" if count > 1 else "run", "e2e_latency",
+                       conditions={k: doc[k] for k in ("backend", "dataset_name") if doc.get(k) is not None})

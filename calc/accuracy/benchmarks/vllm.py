@@ -20,7 +20,7 @@ not record those three arguments (defaults 8, 32, 128), so they come from a side
 
 from __future__ import annotations
 
-from calc.accuracy.benchmarks.common import Run, measured, ms, number, per_request, rate
+from calc.accuracy.benchmarks.common import Run, measured, number, serving_run
 
 
 def is_serve(doc) -> bool:
@@ -33,43 +33,10 @@ def is_latency(doc) -> bool:
 
 
 def read_serve(doc: dict, path: str, index: int, count: int) -> Run:
-    metrics = {}
-    for ours, theirs in (("ttft", "ttft"), ("tpot", "tpot"), ("itl", "itl"), ("e2e", "e2el")):
-        metrics[f"{ours}_mean_s"] = ms(doc.get(f"mean_{theirs}_ms"))
-        metrics[f"{ours}_p50_s"] = ms(doc.get(f"median_{theirs}_ms"))
-        metrics[f"{ours}_p99_s"] = ms(doc.get(f"p99_{theirs}_ms"))
-    req_rate = rate(doc.get("request_rate"))
-    conc = number(doc.get("max_concurrency"))
-    completed = number(doc.get("completed"))
-    n = int(completed) if completed else (int(number(doc.get("num_prompts")) or 0) or None)
-    notes = []
-    if req_rate is not None:
-        load = "rate"
-        if conc:
-            notes.append(f"max_concurrency {int(conc)} also set: simulated as an open loop at the rate only")
-    elif conc:
-        load = "concurrency"
-    else:
-        load = "burst"
-    prompts, outputs = per_request(doc.get("input_lens"), path, "input_lens"), \
-        per_request(doc.get("output_lens"), path, "output_lens")
-    mean_in = mean_out = None
-    if completed and number(doc.get("total_input_tokens")) is not None:
-        mean_in = number(doc["total_input_tokens"]) / completed
-    if completed and number(doc.get("total_output_tokens")) is not None:
-        mean_out = number(doc["total_output_tokens"]) / completed
-    label = f"run {index + 1}" if count > 1 else "run"
-    return Run(
-        file=path, format="vllm-serve", label=label, load=load,
-        measured=measured(**metrics, output_tokens_per_s=number(doc.get("output_throughput")),
-                          requests_per_s=number(doc.get("request_throughput"))),
-        concurrency=int(conc) if conc else (n if load == "burst" else None), rate_per_s=req_rate,
-        burstiness=number(doc.get("burstiness")) or 1.0, num_requests=n,
-        prompt_lens=prompts, output_lens=outputs, prompt_len=mean_in, output_len=mean_out,
-        model_id=doc.get("model_id"), tool_version=doc.get("vllm_version") or doc.get("version"),
-        conditions={k: doc[k] for k in ("backend", "label", "date") if doc.get(k) is not None},
-        notes=tuple(notes),
-    )
+    return serving_run(doc, path, "vllm-serve", f"run {index + 1}" if count > 1 else "run", "e2el",
+                       burstiness=number(doc.get("burstiness")) or 1.0, model_id=doc.get("model_id"),
+                       tool_version=doc.get("vllm_version") or doc.get("version"),
+                       conditions={k: doc[k] for k in ("backend", "label", "date") if doc.get(k) is not None})
 
 
 def read_latency(doc: dict, path: str, index: int, count: int) -> Run:

@@ -9,7 +9,8 @@ import pytest
 
 from calc.accuracy.benchmarks import read_results
 from calc.accuracy.compare import compare, compare_files, load_preset, predict
-from calc.accuracy.harness import load_rows, predict as predict_row
+from calc.accuracy.harness import load_rows
+from calc.accuracy.harness import predict as predict_row
 from calc.accuracy.scenario import Conditions, resolve
 from calc.spec.engine import engines
 
