@@ -21,7 +21,7 @@ start) / G, neither is the TPOT the others report. ITL's percentiles are of per-
 means (weighted), not of single gaps, so only its mean is compared.
 
 The strategy (`type_`): synchronous (one request at a time), concurrent (`streams`
-clients), throughput (everything at once, up to `max_concurrency`), constant (`rate`,
+clients), throughput (everything at once; with `max_concurrency`, that many at a time), constant (`rate`,
 evenly spaced), poisson (`rate`).
 """
 
@@ -67,9 +67,9 @@ def read(doc: dict, path: str) -> list[Run]:
             load, conc = "concurrency", 1
         elif kind == "concurrent":
             load, conc = "concurrency", int(strategy["streams"])
-        elif kind == "throughput":
-            load = "burst"
-            conc = int(number(strategy.get("max_concurrency")) or n or 0) or None
+        elif kind == "throughput":  # everything at once; with max_concurrency, a closed loop of that many
+            cap = number(strategy.get("max_concurrency"))
+            load, conc = ("concurrency", int(cap)) if cap else ("burst", int(n) if n else None)
         elif kind in ("constant", "poisson"):
             load, rate_ = "rate", number(strategy.get("rate"))
             burstiness = 1.0 if kind == "poisson" else 1e4  # constant gaps: gamma of a very large shape

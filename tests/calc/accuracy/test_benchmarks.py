@@ -146,3 +146,17 @@ def test_more_bad_files(tmp_path, text, needle):
 def test_missing_file():
     with pytest.raises(SpecError, match="no such file"):
         read_results(BENCH / "nope.json")
+
+
+@pytest.mark.parametrize("strategy, load, conc, rate", [
+    ({"type_": "throughput", "max_concurrency": 32}, "concurrency", 32, None),
+    ({"type_": "throughput", "max_concurrency": None}, "burst", 80, None),  # all 80 requests at once
+    ({"type_": "constant", "rate": 3.0}, "rate", None, 3.0),
+])
+def test_guidellm_strategies(tmp_path, strategy, load, conc, rate):
+    d = doc("guidellm.json")
+    d["benchmarks"][1]["args"]["strategy"] = strategy
+    p = tmp_path / "g.json"
+    p.write_text(json.dumps(d))
+    run = read_results(p)[1]
+    assert (run.load, run.concurrency, run.rate_per_s) == (load, conc, rate)
