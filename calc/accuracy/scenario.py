@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -108,8 +109,7 @@ def resolve_model_id(model_id: str | None) -> str | None:
         return model_id
     if model_id in HF_IDS:
         return HF_IDS[model_id]
-    for name, path in catalog.items():
-        cfg = ((read_yaml(path) or {}).get("sources") or {}).get("cfg", "")
+    for name, cfg in _source_configs(tuple(sorted(catalog.items()))):
         if cfg.startswith(f"https://huggingface.co/{model_id}/"):
             return name
     if Path(model_id).exists():
@@ -119,6 +119,12 @@ def resolve_model_id(model_id: str | None) -> str | None:
             return None
         return model_id
     return None
+
+
+@lru_cache(maxsize=4)
+def _source_configs(catalog: tuple) -> tuple[tuple[str, str], ...]:
+    """(name, sources.cfg URL) of every catalog model, read once per catalog."""
+    return tuple((name, str(((read_yaml(path) or {}).get("sources") or {}).get("cfg", ""))) for name, path in catalog)
 
 
 def resolve(run: Run, options: Conditions) -> Scenario:

@@ -161,6 +161,8 @@ def serving_run(doc: dict, path: str, fmt: str, label: str, e2e: str, **extra) -
     req_rate = rate(doc.get("request_rate"))
     conc = number(doc.get("max_concurrency"))
     completed = number(doc.get("completed"))
+    if completed == 0:
+        raise SpecError(path, "completed", "0 requests completed: the run measured nothing")
     n = int(completed) if completed else (int(number(doc.get("num_prompts")) or 0) or None)
     notes = []
     if req_rate is not None:

@@ -160,3 +160,12 @@ def test_guidellm_strategies(tmp_path, strategy, load, conc, rate):
     p.write_text(json.dumps(d))
     run = read_results(p)[1]
     assert (run.load, run.concurrency, run.rate_per_s) == (load, conc, rate)
+
+
+def test_a_run_with_nothing_completed(tmp_path):
+    d = doc("vllm-serve-concurrency16.json")
+    d["completed"], d["failed"] = 0, 40
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(SpecError, match="0 requests completed"):
+        read_results(p)
