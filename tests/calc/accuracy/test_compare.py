@@ -2,6 +2,7 @@
 reproduce `roofline accuracy`; the other loads map to the right model terms."""
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -61,8 +62,6 @@ def test_llamabench_rows_go_through_prefill_and_decode():
 
 
 def test_prompt_longer_than_ubatch_is_several_passes():
-    from dataclasses import replace
-
     (pp, _) = read_results(BENCH / "llama-bench.json")
     preset = load_preset("llama.cpp")
     one = predict(resolve(replace(pp, ubatch=512), Conditions(model="llama-3-8b")), preset)["prefill_tokens_per_s"]
@@ -105,8 +104,6 @@ def test_compare_files_keeps_going_after_a_bad_file():
 
 def test_burstiness_is_the_gamma_shape(monkeypatch):
     """vLLM draws gaps from gamma(shape = burstiness, mean 1 / rate): cv = 1 / sqrt(shape)."""
-    from dataclasses import replace
-
     import calc.serving.simulate as simulate_module
 
     seen = {}
@@ -122,3 +119,20 @@ def test_burstiness_is_the_gamma_shape(monkeypatch):
     assert (seen["process"], seen["cv"], seen["rate_per_s"]) == ("gamma", 2.0, 4.0)
     predict(resolve(run, Conditions(hardware="h100-sxm")), load_preset("vllm"))
     assert seen["process"] == "poisson"
+
+
+def test_everything_at_once_is_capped_by_max_num_seqs(tmp_path):
+    import json
+
+    d = json.loads((BENCH / "vllm-serve-concurrency16.json").read_text())
+    d["max_concurrency"] = None  # request_rate inf and no limit: all 40 requests sent at t = 0
+    p = tmp_path / "burst.json"
+    p.write_text(json.dumps(d))
+    (run,) = read_results(p)
+    assert (run.load, run.concurrency) == ("burst", 40)
+    sc = resolve(run, Conditions(hardware="h100-sxm"))
+    assert sc.max_num_seqs == 256 and any("max_num_seqs 256" in a for a in sc.assumed)
+    p40 = predict(sc, load_preset("vllm"))
+    p8 = predict(replace(sc, max_num_seqs=8), load_preset("vllm"))
+    assert p8["ttft_p99_s"] > p40["ttft_p99_s"]  # 8 running at a time: the last ones queue
+    assert p8["output_tokens_per_s"] < p40["output_tokens_per_s"]
