@@ -59,6 +59,7 @@ class RunResult:
     scenario: Scenario
     preset: str
     metrics: tuple[MetricResult, ...]
+    notes: tuple[str, ...] = ()
 
 
 def load_preset(ref: str) -> EngineSpec:
@@ -110,7 +111,10 @@ def predict(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
 def compare(sc: Scenario, preset: EngineSpec | None = None) -> RunResult:
     preset = preset or load_preset(sc.engine)
     pred = predict(sc, preset)
-    return RunResult(sc, preset.name, tuple(MetricResult(m, v, pred[m]) for m, v in sc.measured.items()))
+    notes = ()
+    if pred and all(math.isnan(v) for v in pred.values()):
+        notes = ("nothing predicted: the weights and the KV cache of one replica do not fit on the GPUs",)
+    return RunResult(sc, preset.name, tuple(MetricResult(m, v, pred[m]) for m, v in sc.measured.items()), notes)
 
 
 def _fixed_batch(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
@@ -231,6 +235,8 @@ def compare_files(files, options) -> tuple[list[RunResult], list[tuple[str, str]
                 if sc.engine not in presets:
                     presets[sc.engine] = load_preset(sc.engine)
             results += [compare(sc, presets[sc.engine]) for sc in scenarios]
-        except SpecError as exc:
-            failures.append((str(f), str(exc)))
+        except SpecError as exc:  # an option-level message (--prompt-len, ...) still names the file
+            failures.append((str(f), str(exc) if str(exc).startswith(str(f)) else f"{f}: {exc}"))
+        except RuntimeError as exc:  # the simulator: a request larger than the KV cache holds
+            failures.append((str(f), f"{f}: cannot be simulated: {exc}"))
     return results, failures, presets

@@ -90,7 +90,7 @@ def table_text(results, labels: dict[str, str], failures) -> str:
         lines = [describe(r)]
         if r.scenario.assumed:
             lines.append("  assumed: " + "; ".join(r.scenario.assumed))
-        lines += [f"  note: {n}" for n in r.scenario.notes]
+        lines += [f"  note: {n}" for n in (*r.scenario.notes, *r.notes)]
         lines.append(text.table(rows, ["metric", "measured", "predicted", "error"], align="lrrr"))
         blocks.append("\n".join(lines))
     blocks.append(summary_line(summary(results, failures)))
@@ -107,7 +107,8 @@ def json_record(results, failures, refits=None) -> dict:
                      "model": sc.model, "hardware": sc.hardware, "tp": sc.tp, "pp": sc.pp, "gpus": sc.gpus,
                      "weight_dtype": sc.weight_dtype, "kv_dtype": sc.kv_dtype, "engine": r.preset,
                      "prompt_len_mean": float(sc.prompt_lens.mean()), "output_len_mean": float(sc.output_lens.mean()),
-                     "sidecar": sc.sidecar, "origin": sc.origin, "assumed": list(sc.assumed), "notes": list(sc.notes),
+                     "sidecar": sc.sidecar, "origin": sc.origin, "assumed": list(sc.assumed),
+                     "notes": [*sc.notes, *r.notes],
                      "metrics": [{"metric": m.metric, "measured": m.measured,
                                   "predicted": m.predicted if math.isfinite(m.predicted) else None,
                                   "error": m.error if math.isfinite(m.error) else None} for m in r.metrics]})

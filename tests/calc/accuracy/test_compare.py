@@ -136,3 +136,21 @@ def test_everything_at_once_is_capped_by_max_num_seqs(tmp_path):
     p8 = predict(replace(sc, max_num_seqs=8), load_preset("vllm"))
     assert p8["ttft_p99_s"] > p40["ttft_p99_s"]  # 8 running at a time: the last ones queue
     assert p8["output_tokens_per_s"] < p40["output_tokens_per_s"]
+
+
+def test_a_model_that_does_not_fit_is_said_so(tmp_path):
+    # Llama 3.1 405B in bf16 (~810 GB) on one 80 GB GPU: no KV pages at all
+    results, failures, _ = compare_files([BENCH / "vllm-serve-concurrency16.json"],
+                                         Conditions(hardware="h100-sxm", model="llama-3.1-405b"))
+    assert not failures
+    (r,) = results
+    assert all(math.isnan(m.predicted) for m in r.metrics) and "do not fit" in r.notes[0]
+
+
+def test_lengths_beyond_the_context_name_the_file(tmp_path):
+    p = tmp_path / "long.json"
+    p.write_text((BENCH / "vllm-latency.json").read_text())
+    (tmp_path / "long.roofline.yaml").write_text("batch: 1\nprompt_len: 200000\noutput_len: 10\n")
+    _, failures, _ = compare_files([p], Conditions(model="llama-3.1-8b", hardware="h100-sxm"))
+    ((f, msg),) = failures
+    assert msg.startswith(str(p)) and "max context" in msg
