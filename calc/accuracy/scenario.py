@@ -160,7 +160,8 @@ def resolve(run: Run, options: Conditions) -> Scenario:
                   f"engine preset {ENGINE_OF_FORMAT[run.format]} (from the {run.format} format)")
     n_dev = int(cond.get("gpus") or 1)
     split = cond.get("split_mode")
-    tp = int(pick("tp", n_dev if split == "row" and n_dev > 1 else None, 1, "TP 1"))
+    one_gpu = 1 if cond.get("gpus") == 1 else None  # llama-bench lists the devices it ran on
+    tp = int(pick("tp", n_dev if split == "row" and n_dev > 1 else one_gpu, 1, "TP 1"))
     pp = int(pick("pp", n_dev if split == "layer" and n_dev > 1 else None, 1, quiet=True))
     gpus = int(pick("gpus", None, tp * pp, quiet=True))
     weight = pick("weight_dtype", cond.get("weight_dtype"))
