@@ -78,7 +78,8 @@ def read(doc: dict, path: str) -> list[Run]:
         requests = ((b.get("requests") or {}).get("successful")) or []
         prompts = tuple(int(r["prompt_tokens"]) for r in requests if number(r.get("prompt_tokens")) is not None)
         outputs = tuple(int(r["output_tokens"]) for r in requests if number(r.get("output_tokens")) is not None)
-        ok = prompts and len(prompts) == len(outputs) == len(requests)
+        # per-request lengths only when every request is there (--output-sampling keeps a sample)
+        ok = prompts and len(prompts) == len(outputs) == len(requests) == n
         worker = b.get("worker") or {}
         backend = (b.get("config") or {}).get("backend") or {}
         label = f"{kind}" + (f"@{strategy.get('streams') or strategy.get('rate')}" if kind in (

@@ -169,3 +169,15 @@ def test_a_run_with_nothing_completed(tmp_path):
     p.write_text(json.dumps(d))
     with pytest.raises(SpecError, match="0 requests completed"):
         read_results(p)
+
+
+def test_guidellm_per_request_lengths_only_when_not_sampled(tmp_path):
+    d = doc("guidellm.json")
+    b = d["benchmarks"][0]  # 20 requests
+    b["requests"]["successful"] = [{"prompt_tokens": 100 + i, "output_tokens": 50} for i in range(20)]
+    p = tmp_path / "g.json"
+    p.write_text(json.dumps(d))
+    assert read_results(p)[0].prompt_lens == tuple(range(100, 120))
+    b["requests"]["successful"] = b["requests"]["successful"][:5]  # a sample: the means stand
+    p.write_text(json.dumps(d))
+    assert read_results(p)[0].prompt_lens is None
