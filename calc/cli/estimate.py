@@ -24,10 +24,15 @@ from calc.cli.options import (
     OutputOpt,
     PPOpt,
     PromptOpt,
+    SpecAcceptOpt,
+    SpecDraftOpt,
+    SpecHeadsOpt,
+    SpecKOpt,
     TPOpt,
     WeightDtypeOpt,
     hardware_with_engine,
     scenario_setup,
+    spec_config,
 )
 from calc.cli.values import parse_values
 from calc.core import text as render
@@ -52,14 +57,20 @@ def estimate_cmd(
     ep: EPOpt = 1,
     imbalance: ImbalanceOpt = 1.0,
     engine: EngineOpt = None,
+    spec_draft: SpecDraftOpt = None,
+    spec_heads: SpecHeadsOpt = None,
+    spec_k: SpecKOpt = 4,
+    spec_accept: SpecAcceptOpt = 0.7,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Prefill and decode roofline, TTFT / TPOT / e2e (seconds), throughput (tokens/s) and memory (bytes).
 
     A request of G outputs is one prefill at T, then G - 1 decode steps at contexts
-    T .. T+G-2; TPOT is their mean. FLOPs count a multiply-add as 2.
+    T .. T+G-2; TPOT is their mean. FLOPs count a multiply-add as 2. With --spec-draft or
+    --spec-heads, the speculative TPOT (k drafted tokens, one verification pass) is shown beside it.
     """
     from calc.cost.latency import estimate
+    from calc.cost.speculative import speculative
     from calc.render.estimate import estimate_records, estimate_rows_text, estimate_text, flat_record
 
     spec, hw = load_model(model), hardware_with_engine(hardware, engine)
@@ -69,7 +80,8 @@ def estimate_cmd(
     grid = np.meshgrid(B, T, G, indexing="ij")
     est = estimate(spec, hw, *grid, scenario_setup(weight_dtype, kv_dtype, compute_dtype, group_size,
                                                    attention, ideal, tp, pp, ep, imbalance))
-    recs = estimate_records(est)
+    spec_cfg = spec_config(spec_draft, spec_heads, spec_k, spec_accept)
+    recs = estimate_records(est, speculative(est, spec_cfg) if spec_cfg is not None else None)
     if fmt is Format.json:
         typer.echo(render.to_json(recs[0] if len(recs) == 1 else recs))
     elif fmt is Format.csv:

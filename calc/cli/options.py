@@ -12,8 +12,9 @@ from typing import Annotated
 import typer
 
 from calc.cli.values import one, parse_values
+from calc.core.errors import SpecError
 from calc.cost.setup import Setup
-from calc.spec.catalog import load_hardware
+from calc.spec.catalog import load_hardware, load_model
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Catalog name, YAML path, or HF config.json / folder (comma-separated where a command draws several).")]
 HardwareOpt = Annotated[str, typer.Option("--hardware", help="Catalog name or YAML path, e.g. a calibrated profile (comma-separated where a command draws several).")]
@@ -31,6 +32,10 @@ ImbalanceOpt = Annotated[float, typer.Option("--imbalance", help="MoE load imbal
 BatchOpt = Annotated[str, typer.Option("--batch", "-b", help="Sequences per batch: N, a list 1,8,64 or a range start:stop:step.")]
 PromptOpt = Annotated[str, typer.Option("--prompt-len", "-t", help="Prompt tokens per sequence (list/range allowed).")]
 OutputOpt = Annotated[str, typer.Option("--output-len", "-g", help="Output tokens per sequence (list/range allowed).")]
+SpecDraftOpt = Annotated[str | None, typer.Option("--spec-draft", help="Speculative decoding with this draft model (catalog name or path; same vocabulary as --model).")]
+SpecHeadsOpt = Annotated[str | None, typer.Option("--spec-heads", help="Speculative decoding with EAGLE/MTP-style draft heads: LAYERS or LAYERS:WIDTH (hidden size; default the target's).")]
+SpecKOpt = Annotated[int, typer.Option("--spec-k", help="Draft tokens proposed per verification step (with --spec-draft or --spec-heads).")]
+SpecAcceptOpt = Annotated[float, typer.Option("--spec-accept", help="Acceptance rate per drafted token, in [0, 1).")]
 
 
 def scenario_setup(weight_dtype=None, kv_dtype=None, compute_dtype=None, group_size=128, attention=None,
@@ -40,6 +45,27 @@ def scenario_setup(weight_dtype=None, kv_dtype=None, compute_dtype=None, group_s
                     group_size=group_size, attention=attention, ideal=ideal,
                     tp=one(parse_values(tp, "--tp"), "--tp"), pp=one(parse_values(pp, "--pp"), "--pp"),
                     ep=ep, imbalance=imbalance)
+
+
+def spec_config(draft: str | None, heads: str | None, k: int, accept: float):
+    """The speculative-decoding options as a calc.cost.speculative.SpecConfig (None: not asked for)."""
+    from calc.cost.speculative import DraftHeads, SpecConfig
+
+    if draft is None and heads is None:
+        return None
+    if draft is not None and heads is not None:
+        raise SpecError("--spec-draft", None, "give --spec-draft or --spec-heads, not both")
+    parsed = None
+    if heads is not None:
+        bits = heads.split(":")
+        try:
+            nums = [int(b) for b in bits]
+        except ValueError:
+            nums = []
+        if len(nums) not in (1, 2) or min(nums) < 1:
+            raise SpecError("--spec-heads", None, f"expected LAYERS or LAYERS:WIDTH (whole numbers >= 1), got {heads!r}")
+        parsed = DraftHeads(nums[0], nums[1] if len(nums) == 2 else None)
+    return SpecConfig(k, accept, load_model(draft) if draft is not None else None, parsed)
 
 
 def hardware_with_engine(ref: str, engine: str | None):

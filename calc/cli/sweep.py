@@ -23,8 +23,13 @@ from calc.cli.options import (
     OutputOpt,
     PPOpt,
     PromptOpt,
+    SpecAcceptOpt,
+    SpecDraftOpt,
+    SpecHeadsOpt,
+    SpecKOpt,
     TPOpt,
     WeightDtypeOpt,
+    spec_config,
 )
 from calc.cli.values import parse_values, split_names
 from calc.core.errors import SpecError, TooLarge
@@ -49,6 +54,10 @@ def sweep_cmd(
     ep: EPOpt = 1,
     imbalance: ImbalanceOpt = 1.0,
     engine: EngineOpt = None,
+    spec_draft: SpecDraftOpt = None,
+    spec_heads: SpecHeadsOpt = None,
+    spec_k: SpecKOpt = 4,
+    spec_accept: SpecAcceptOpt = 0.7,
     columns: Annotated[str | None, typer.Option("--columns", help="Keep only these result columns (comma-separated) besides the inputs.")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write .csv or .jsonl (JSON lines); default: CSV on stdout.")] = None,
     yes: Annotated[bool, typer.Option("--yes", help="Run grids of more than 100 million scenarios.")] = False,
@@ -73,7 +82,8 @@ def sweep_cmd(
             output_len=parse_values(output_len, "--output-len"), weight_dtype=split_names(weight_dtype),
             kv_dtype=split_names(kv_dtype), compute_dtype=compute_dtype, tp=parse_values(tp, "--tp"),
             pp=parse_values(pp, "--pp"), attention=attention, ideal=ideal, engine=engine, group_size=group_size,
-            ep=ep, imbalance=imbalance, max_scenarios=2**62 if yes else MAX_SCENARIOS,
+            ep=ep, imbalance=imbalance, spec=spec_config(spec_draft, spec_heads, spec_k, spec_accept),
+            max_scenarios=2**62 if yes else MAX_SCENARIOS,
         )
     except TooLarge as exc:
         raise SpecError(exc.path, exc.field, f"{exc.problem} (pass --yes to run it anyway)") from None

@@ -16,6 +16,7 @@ import numpy as np
 from calc.core.errors import SpecError, TooLarge
 from calc.cost.latency import estimate
 from calc.cost.setup import Setup
+from calc.cost.speculative import speculative
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
 
@@ -35,8 +36,9 @@ def grid_size(**axes) -> int:
     return int(np.prod([len(_listify(v)) for v in axes.values()], dtype=float))
 
 
-def _columns(est, model, hw, tp) -> dict[str, np.ndarray]:
-    """The DataFrame columns of one vectorised estimate (flattened)."""
+def _columns(est, model, hw, tp, spec=None) -> dict[str, np.ndarray]:
+    """The DataFrame columns of one vectorised estimate (flattened); with ``spec`` (a SpecConfig)
+    the speculative-decoding columns too."""
     gpus = est.parallel.gpus
     out_tps = est.output_tokens_per_s
     cols = {
@@ -58,6 +60,11 @@ def _columns(est, model, hw, tp) -> dict[str, np.ndarray]:
         usd_per_s = hw.price.usd_per_hour * gpus / 3600.0
         cols["usd_per_hour"] = hw.price.usd_per_hour * gpus
         cols["usd_per_million_output_tokens"] = usd_per_s / out_tps * 1e6
+    if spec is not None:
+        sp = speculative(est, spec)
+        cols.update(spec_tokens_per_step=sp.tokens_per_step, spec_tpot_s=sp.tpot_s, spec_speedup=sp.speedup,
+                    spec_ttft_s=sp.ttft_s, spec_output_tokens_per_s=sp.output_tokens_per_s,
+                    spec_memory_bytes_per_gpu=sp.memory_total_bytes, spec_fits=sp.fits)
     n = np.size(est.batch)
     out = {k: np.broadcast_to(np.asarray(v), np.shape(est.batch)).reshape(n) for k, v in cols.items()}
     for k in ("batch", "prompt_tokens", "output_tokens", "decode_context_tokens"):
@@ -67,13 +74,14 @@ def _columns(est, model, hw, tp) -> dict[str, np.ndarray]:
 
 def sweep(model: ModelSpec | list[ModelSpec], hardware: HardwareSpec | list[HardwareSpec], batch=1,
           prompt_len=512, output_len=128, *, weight_dtype=None, kv_dtype=None, compute_dtype=None, tp=1, pp=1,
-          attention=None, ideal=False, max_scenarios: int = MAX_SCENARIOS, **options):
+          attention=None, ideal=False, max_scenarios: int = MAX_SCENARIOS, spec=None, **options):
     """Every combination of the given values -> a DataFrame with one row per scenario.
 
     Each argument takes one value or a list; model and hardware are specs (``calc.sweep``
     resolves names and an engine preset); ``options`` (group_size, ep, imbalance) pass to
     the estimator unchanged. Rows are in the nested order model, hardware, weight dtype,
-    KV dtype, TP, batch, prompt, output.
+    KV dtype, TP, batch, prompt, output. ``spec`` (a calc.cost.speculative.SpecConfig) adds
+    the spec_* columns: speculative TPOT, speedup, tokens per step, TTFT, throughput, memory.
     """
     import pandas as pd
 
@@ -99,7 +107,7 @@ def sweep(model: ModelSpec | list[ModelSpec], hardware: HardwareSpec | list[Hard
         for i in range(0, B.size, CHUNK):
             sl = slice(i, i + CHUNK)
             est = estimate(m, hw, B[sl], T[sl], G[sl], setup)
-            parts.append(_columns(est, m, hw, tp_n))
+            parts.append(_columns(est, m, hw, tp_n, spec))
         cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         head = {"model": m.name, "hardware": hw.name, "weight_dtype": est.dtypes.weight, "kv_dtype": est.dtypes.kv,
                 "compute_dtype": est.dtypes.compute, "tp": int(tp_n), "pp": int(pp_n), "gpus": int(tp_n) * int(pp_n)}

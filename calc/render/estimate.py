@@ -9,6 +9,7 @@ import numpy as np
 from calc.core import text as render
 from calc.cost.latency import Estimate
 from calc.cost.roofline import PhaseCost
+from calc.cost.speculative import SpecEstimate
 
 
 def _at(value, i: tuple):
@@ -38,8 +39,34 @@ def _phase(ph: PhaseCost, i: tuple) -> dict:
     }
 
 
-def estimate_records(est: Estimate) -> list[dict]:
-    """One contract dict per scenario (B, T, G broadcast together), in C order."""
+def _speculative(sp: SpecEstimate, i: tuple) -> dict:
+    c = sp.config
+    return {
+        "draft": sp.draft_name,
+        "draft_kind": "model" if c.draft is not None else "heads",
+        "draft_tp": sp.draft_tp,
+        "k": c.k,
+        "acceptance": c.acceptance,
+        "tokens_per_step": sp.tokens_per_step,
+        "draft_step_s": _at(sp.draft_step_s, i),
+        "verify_step_s": _at(sp.verify_step_s, i),
+        "step_s": _at(sp.step_mean_s, i),
+        "tpot_s": _at(sp.tpot_s, i),
+        "plain_tpot_s": _at(sp.plain_tpot_s, i),
+        "speedup": _at(sp.speedup, i),
+        "ttft_s": _at(sp.ttft_s, i),
+        "e2e_s": _at(sp.e2e_s, i),
+        "output_tokens_per_s": _at(sp.output_tokens_per_s, i),
+        "draft_weight_bytes": sp.draft_weight_bytes,
+        "draft_kv_cache_bytes": _at(sp.draft_kv_cache_bytes, i),
+        "memory_total_bytes": _at(sp.memory_total_bytes, i),
+        "fits": _at(sp.fits, i),
+    }
+
+
+def estimate_records(est: Estimate, spec: SpecEstimate | None = None) -> list[dict]:
+    """One contract dict per scenario (B, T, G broadcast together), in C order; with ``spec``,
+    a ``speculative`` block beside the contract keys (which it leaves as they are)."""
     shape = np.shape(est.batch)
     hw = est.hardware
     out = []
@@ -92,6 +119,8 @@ def estimate_records(est: Estimate) -> list[dict]:
                 "decode_stage_s": _at(est.stage_s(est.decode), i),
                 "output_tokens_per_s": _at(est.pipelined_output_tokens_per_s, i),
             }
+        if spec is not None:
+            rec["speculative"] = _speculative(spec, i)
         out.append(rec)
     return out
 
@@ -142,6 +171,16 @@ def estimate_text(rec: dict) -> str:
         p = rec["pipeline"]
         extra.append(f"pipeline  stage {render.seconds(p['decode_stage_s'])} per decode step; with {rec['pp']} "
                      f"micro-batches in flight {p['output_tokens_per_s']:.4g} output tok/s")
+    if "speculative" in rec:
+        sp = rec["speculative"]
+        stpot = render.seconds(sp["tpot_s"]) if sp["tpot_s"] is not None else "-"
+        extra.append(f"speculative  draft {sp['draft']} (k {sp['k']}, acceptance {sp['acceptance']:g}): "
+                     f"{sp['tokens_per_step']:.3g} tokens per verification step; TPOT {stpot} vs {tpot} plain"
+                     + (f" ({sp['speedup']:.2f}x)" if sp["speedup"] is not None else "")
+                     + f"; TTFT {render.seconds(sp['ttft_s'])}; {sp['output_tokens_per_s']:.4g} output tok/s; "
+                     f"draft weights {render.nbytes(sp['draft_weight_bytes'])} + KV "
+                     f"{render.nbytes(sp['draft_kv_cache_bytes'])}, "
+                     + ("fits" if sp["fits"] else "DOES NOT FIT") + f" ({render.nbytes(sp['memory_total_bytes'])})")
     m = rec["memory"]
     lines = [
         head,
@@ -166,6 +205,11 @@ def estimate_rows_text(recs: list[dict]) -> str:
              render.seconds(r["tpot_s"]), render.seconds(r["e2e_s"]), f"{r['output_tokens_per_s']:.4g}",
              r["prefill"]["bound"], r["decode"]["bound"], render.nbytes(r["memory"]["total_bytes"]),
              "yes" if r["memory"]["fits"] else "NO"] for r in recs]
+    headers = ["batch", "prompt", "output", "TTFT", "TPOT", "e2e", "out tok/s", "prefill", "decode", "memory", "fits"]
+    if "speculative" in recs[0]:
+        for row, r in zip(rows, recs, strict=True):
+            sp = r["speculative"]
+            row += [render.seconds(sp["tpot_s"]), f"{sp['speedup']:.2f}x" if sp["speedup"] is not None else "-"]
+        headers += ["spec TPOT", "speedup"]
     head = f"{recs[0]['model']} on {recs[0]['hardware']} (weights {recs[0]['weight_dtype']}, KV {recs[0]['kv_dtype']})"
-    return head + "\n\n" + render.table(rows, ["batch", "prompt", "output", "TTFT", "TPOT", "e2e", "out tok/s",
-                                               "prefill", "decode", "memory", "fits"])
+    return head + "\n\n" + render.table(rows, headers)
