@@ -23,10 +23,12 @@ import numpy as np
 
 from calc.core.errors import SpecError
 from calc.core.units import DTYPE_BYTES
+from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
 from calc.cost.latency import Estimate, decode_cost, prefill_cost, tpot_nodes
 from calc.cost.memory import kv_share_per_gpu
-from calc.cost.operators import Dtypes, Pass, pass_ops
+from calc.cost.opcost import Pass
+from calc.cost.operators import pass_ops
 from calc.cost.parallel import Parallel, check, link, sharded_weight_bytes
 from calc.cost.roofline import phase_cost
 from calc.spec.model import ModelSpec

@@ -304,7 +304,8 @@ def _replica_rows(t: Trial) -> list[list[str]]:
 
 def _changes(plan: Plan) -> list[str]:
     """What would change the answer, computed from the plan."""
-    from calc.serving.capacity import Replica, kv_budget
+    from calc.serving.capacity import Replica
+    from calc.serving.kvbudget import kv_budget
 
     c = plan.chosen
     out = []

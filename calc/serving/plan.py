@@ -30,8 +30,9 @@ import numpy as np
 from calc.core import text as render
 from calc.core.units import GB
 from calc.cost.dtypes import Dtypes
-from calc.serving.capacity import Replica, SteadyState, at_load, steady_state, step_features, validate_split
+from calc.serving.capacity import Replica, SteadyState, at_load, steady_state, validate_split
 from calc.serving.simulate import SimResult, arrival_gaps, simulate
+from calc.serving.stepmodel import step_features
 from calc.spec.hardware import HardwareSpec
 from calc.spec.workload import LoadedWorkload, Target
 

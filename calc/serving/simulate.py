@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from calc.cost.operators import experts_touched
-from calc.serving.capacity import Replica, _windows
+from calc.serving.capacity import Replica
+from calc.serving.stepmodel import FIXED_FEATURES, attention_windows, feature_count, pairs_row, read_row
 from calc.spec.workload import Target
 
 MAX_RUN = 1024  # decode steps advanced per vectorised call
@@ -175,7 +176,8 @@ class _Sim:
         # per-feature totals of the compute, memory and comm terms (bound of a run of steps)
         self.Wsum = {ph: np.vstack([w[:n].sum(axis=0), w[n:2 * n].sum(axis=0), w[2 * n + 1]])
                      for (ph, w), n in zip(self.W.items(), self.n_ops.values(), strict=True)}
-        self.windows = _windows(rep.model)
+        self.model = rep.model
+        self.windows = attention_windows(rep.model)
         self.global_only = self.windows == (None,)
         n = T.size
         self.T, self.G = T.astype(np.int64), G.astype(np.int64)
@@ -426,9 +428,9 @@ class _Sim:
                 return False
             k = min(k, ok)
         s = float(kv.sum())
-        x0 = np.empty(4 + 2 * len(self.windows))
-        x0[:4] = 1.0, N, N, self._touched(N)
-        x0[4:] = s + N
+        x0 = np.empty(feature_count(self.model))
+        x0[:FIXED_FEATURES] = 1.0, N, N, self._touched(N)
+        x0[FIXED_FEATURES:] = s + N
         W, n = self.W["decode"], self.n_ops["decode"]
         y0 = W @ x0
         arrival = self.incoming and not self.waiting and N < self.mb
@@ -441,20 +443,20 @@ class _Sim:
         jj = np.arange(k, dtype=float)
         if self.global_only:
             # features grow by N pairs and N positions read per step: y_j = y0 + j * dy
-            dy = N * (W[:, 4] + W[:, 5])
+            dy = N * (W[:, pairs_row(0)] + W[:, read_row(0)])
             y = y0[:, None] + dy[:, None] * jj[None, :]
             times = np.maximum(y[:n], y[n:2 * n]).sum(axis=0) + y[2 * n]
             x_sum = k * x0
-            x_sum[4:] += N * k * (k - 1) / 2
+            x_sum[FIXED_FEATURES:] += N * k * (k - 1) / 2
         else:
             x = np.empty((x0.size, k))
             x[:] = x0[:, None]
             for wi, w in enumerate(self.windows):
                 if w is None:
-                    x[4 + 2 * wi] = x0[4] + N * jj
+                    x[pairs_row(wi)] = x0[pairs_row(wi)] + N * jj
                 else:
-                    x[4 + 2 * wi] = np.minimum(kv[:, None] + jj[None, :] + 1, w).sum(axis=0)
-                x[5 + 2 * wi] = x[4 + 2 * wi]
+                    x[pairs_row(wi)] = np.minimum(kv[:, None] + jj[None, :] + 1, w).sum(axis=0)
+                x[read_row(wi)] = x[pairs_row(wi)]
             times = self._times(x, "decode")
         cum = times.cumsum()
         if arrival:
@@ -462,7 +464,7 @@ class _Sim:
             if k_hit < k:
                 if self.global_only:
                     x_sum = k_hit * x0
-                    x_sum[4:] += N * k_hit * (k_hit - 1) / 2
+                    x_sum[FIXED_FEATURES:] += N * k_hit * (k_hit - 1) / 2
                 k = k_hit
         if not self.global_only:
             x_sum = x[:, :k].sum(axis=1)

@@ -1,0 +1,78 @@
+"""KV-cache pages of one GPU of a replica (vLLM's PagedAttention accounting):
+
+    KV budget per GPU = capacity * gpu_memory_utilization - weights - activation workspace
+    pages             = floor(KV budget / (block_size * KV bytes per token per GPU))
+
+The workspace is the activation peak of one step at the token budget (a prefill
+chunk of max_batched_tokens, calc.cost.memory.activation_peak_bytes). Pages hold every
+position of every layer (sliding-window layers are not reclaimed).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from calc.core.units import DTYPE_BYTES
+from calc.cost.dtypes import Dtypes
+from calc.cost.memory import activation_peak_bytes, kv_share_per_gpu
+from calc.cost.opcost import Pass
+from calc.cost.operators import pass_ops
+from calc.cost.parallel import Parallel, sharded_weight_bytes
+from calc.spec.hardware import HardwareSpec
+from calc.spec.model import ModelSpec
+from calc.spec.workload import Serving
+
+
+@dataclass(frozen=True)
+class KVBudget:
+    """Memory of one GPU of a replica, in bytes, and the KV pages it leaves."""
+
+    capacity_bytes: float
+    utilization: float
+    weights_bytes: float
+    workspace_bytes: float
+    kv_bytes_per_token: float  # per GPU (its share of layers and heads)
+    block_size: int
+
+    @property
+    def usable_bytes(self) -> float:
+        return self.capacity_bytes * self.utilization
+
+    @property
+    def kv_bytes(self) -> float:
+        """usable - weights - workspace (negative: the model does not fit)."""
+        return self.usable_bytes - self.weights_bytes - self.workspace_bytes
+
+    @property
+    def page_bytes(self) -> float:
+        return self.block_size * self.kv_bytes_per_token
+
+    @property
+    def pages(self) -> int:
+        return max(int(math.floor(self.kv_bytes / self.page_bytes)), 0)
+
+    @property
+    def fits(self) -> bool:
+        return self.pages > 0
+
+    def pages_for(self, positions) -> np.ndarray:
+        """Pages a sequence of ``positions`` cached tokens holds: ceil(positions / block)."""
+        return np.ceil(np.asarray(positions, float) / self.block_size)
+
+    def max_sequences(self, positions: int) -> int:
+        """Sequences that fit at once when each holds ``positions`` tokens: floor(pages / ceil(positions / block))."""
+        return int(self.pages // self.pages_for(positions))
+
+
+def kv_budget(model: ModelSpec, hw: HardwareSpec, dt: Dtypes, par: Parallel, serving: Serving,
+              attention: str = "fused") -> KVBudget:
+    weights = sharded_weight_bytes(model, dt.weight_bytes_per_param(), DTYPE_BYTES[dt.unquantized(model)], par)
+    n = float(serving.max_batched_tokens)
+    ops = pass_ops(model, Pass(np.float64(1.0), np.float64(n), np.float64(0.0), "prefill"), dt, attention, par)
+    workspace = float(activation_peak_bytes(model, 1.0, n, ops, dt))
+    per_token = model.kv_bytes_per_token(dt.kv) * kv_share_per_gpu(model, par)
+    return KVBudget(hw.memory_bytes, serving.gpu_memory_utilization, weights, workspace, per_token,
+                    serving.block_size)
