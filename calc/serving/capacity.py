@@ -20,6 +20,7 @@ from calc.cost.opcost import attention_pairs, positions_attended
 from calc.cost.operators import experts_touched
 from calc.cost.parallel import Parallel, check, link
 from calc.serving.kvbudget import KVBudget, kv_budget
+from calc.serving.prefix import CachedPrefix
 from calc.serving.stepmodel import (
     EXPERTS,
     SEQUENCES,
@@ -136,7 +137,8 @@ class SteadyState:
 
 @dataclass(frozen=True)
 class _Means:
-    T: float
+    T: float  # prompt tokens computed in prefill (the uncached part)
+    cached: float  # prompt tokens found cached (prefix caching)
     D: float
     G: float
     kp: float
@@ -146,18 +148,21 @@ class _Means:
     pages_life: float  # mean over requests of sum over its steps of pages held
 
 
-def _means(rep: Replica, T, G, chunk: float) -> _Means:
+def _means(rep: Replica, T, G, chunk: float, prefix: CachedPrefix | None = None) -> _Means:
     T = np.asarray(T, np.int64)
     G = np.asarray(G, np.int64)
     D = G - 1
     bs = rep.kv.block_size
-    kp = np.ceil(T / chunk)
-    pairs = T * (T + 1) / 2.0
-    # positions read over the chunks: sum_i (i c + c_i) for chunk i, ~ T (kp + 1) / 2
-    read = T * (kp + 1) / 2.0
+    c = np.zeros_like(T) if prefix is None else prefix.cached
+    sp = 0 if prefix is None else prefix.shared_pages
+    n = T - c  # computed in prefill, after c cached positions
+    kp = np.ceil(n / chunk)
+    pairs = n * c + n * (n + 1) / 2.0
+    # positions read over the chunks: sum_i (c + i chunk + chunk_i) for chunk i, ~ kp c + n (kp + 1) / 2
+    read = kp * c + n * (kp + 1) / 2.0
     dctx = (D * T + D * (D + 1) / 2.0).sum() / max(D.sum(), 1)
-    held = kp * np.ceil(T / bs) + _page_sum(T + D, bs) - _page_sum(T, bs)
-    return _Means(T.mean(), D.mean(), G.mean(), kp.mean(), pairs.mean(), read.mean(), dctx, held.mean())
+    held = kp * (np.ceil(T / bs) - sp) + _page_sum(T + D, bs) - _page_sum(T, bs) - D * sp
+    return _Means(n.mean(), c.mean(), D.mean(), G.mean(), kp.mean(), pairs.mean(), read.mean(), dctx, held.mean())
 
 
 def _mixed_features(model: ModelSpec, n_dec: float, n_pf: float, mm: _Means) -> np.ndarray:
@@ -168,7 +173,7 @@ def _mixed_features(model: ModelSpec, n_dec: float, n_pf: float, mm: _Means) -> 
     x[TOKENS], x[SEQUENCES] = tokens, n_dec + n_pf
     m = model.moe
     x[EXPERTS] = experts_touched(m.num_experts, m.experts_per_token, tokens) if m else 0.0
-    chunk, past = mm.T / mm.kp, mm.T * (mm.kp - 1) / (2 * mm.kp)
+    chunk, past = mm.T / mm.kp, mm.cached + mm.T * (mm.kp - 1) / (2 * mm.kp)
     for j, window in enumerate(attention_windows(model)):
         pairs = mm.chunk_pairs / mm.kp if window is None else attention_pairs(chunk, past, window)
         read = mm.chunk_read / mm.kp if window is None else positions_attended(chunk, past, window)
@@ -177,16 +182,17 @@ def _mixed_features(model: ModelSpec, n_dec: float, n_pf: float, mm: _Means) -> 
     return x
 
 
-def steady_state(rep: Replica, T, G, batch_cap: float | None = None) -> SteadyState:
-    """Closed form at saturation; ``batch_cap`` lowers N (a closed loop of fewer clients)."""
+def steady_state(rep: Replica, T, G, batch_cap: float | None = None, prefix: CachedPrefix | None = None) -> SteadyState:
+    """Closed form at saturation; ``batch_cap`` lowers N (a closed loop of fewer clients); ``prefix``:
+    the cached prompt tokens (prefill computes the rest) and the pages the shared prefix pins."""
     kv = rep.kv
     budget = rep.serving.max_batched_tokens
     N = float(rep.max_batch)
     final_pages = kv.pages_for(np.asarray(T) + np.asarray(G) - 1).mean()
     for _ in range(3):  # the chunk depends on N, N on the pages a request holds
         chunk = max(budget - (N - 1), 1.0)
-        mm = _means(rep, T, G, chunk)
-        kv_n = kv.pages / (mm.pages_life / (mm.kp + mm.D))
+        mm = _means(rep, T, G, chunk, prefix)
+        kv_n = (kv.pages - (prefix.shared_pages if prefix else 0)) / (mm.pages_life / (mm.kp + mm.D))
         N = min(float(rep.max_batch), kv_n, batch_cap or math.inf)
     limited = "max batch" if N >= rep.max_batch else ("KV cache" if N >= kv_n - 1e-9 else "clients")
     sm, model = rep.steps, rep.model
@@ -214,19 +220,19 @@ def steady_state(rep: Replica, T, G, batch_cap: float | None = None) -> SteadySt
     )
 
 
-def at_load(rep: Replica, T, G, rate_per_s: float) -> tuple[SteadyState, float]:
+def at_load(rep: Replica, T, G, rate_per_s: float, prefix: CachedPrefix | None = None) -> tuple[SteadyState, float]:
     """(steady state at an offered rate, utilisation = rate / saturation throughput).
     Below saturation N solves rate = throughput(N) (Little's law over the running batch);
     at or above it the state is the saturated one."""
-    sat = steady_state(rep, T, G)
+    sat = steady_state(rep, T, G, prefix=prefix)
     util = rate_per_s / sat.requests_per_s
     if util >= 1:
         return sat, util
     lo, hi = 0.0, sat.batch
     for _ in range(40):
         mid = (lo + hi) / 2
-        if steady_state(rep, T, G, batch_cap=max(mid, 1e-6)).requests_per_s < rate_per_s:
+        if steady_state(rep, T, G, batch_cap=max(mid, 1e-6), prefix=prefix).requests_per_s < rate_per_s:
             lo = mid
         else:
             hi = mid
-    return steady_state(rep, T, G, batch_cap=max(hi, 1e-6)), util
+    return steady_state(rep, T, G, batch_cap=max(hi, 1e-6), prefix=prefix), util

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -31,6 +31,8 @@ from calc.core import text as render
 from calc.core.units import GB
 from calc.cost.dtypes import Dtypes
 from calc.serving.capacity import Replica, SteadyState, at_load, steady_state, validate_split
+from calc.serving.prefix import CachedPrefix, cached_prefix
+from calc.serving.prefixeffect import PrefixEffect, prefix_effect
 from calc.serving.simulate import SimResult, arrival_gaps, simulate
 from calc.serving.stepmodel import step_features
 from calc.spec.hardware import HardwareSpec
@@ -169,6 +171,7 @@ class Plan:
     dtypes: Dtypes
     prompt_len: np.ndarray  # the simulated requests (the same for every configuration)
     output_len: np.ndarray
+    prefix_effect: PrefixEffect | None = None  # the chosen configuration without prefix caching, when declared
 
     @property
     def requests(self) -> int:
@@ -220,16 +223,17 @@ def _cost_key(t: Trial):
 # --------------------------------------------------------------------------- floors
 
 
-def _floors(rep: Replica, T: np.ndarray, G: np.ndarray) -> dict[str, np.ndarray]:
-    """Per request, the latency it gets alone on an idle replica: TTFT = its prefill in
-    chunks of the token budget; TPOT = a decode step at batch 1 at its mean context."""
+def _floors(rep: Replica, T: np.ndarray, G: np.ndarray, prefix: CachedPrefix | None = None) -> dict[str, np.ndarray]:
+    """Per request, the latency it gets alone on an idle replica: TTFT = its prefill (of the
+    uncached tokens) in chunks of the token budget; TPOT = a decode step at batch 1 at its mean context."""
     sm = rep.steps
     budget = rep.serving.max_batched_tokens
-    kp = np.ceil(T / budget).astype(np.int64)
+    c = np.zeros_like(T) if prefix is None else prefix.cached
+    kp = np.ceil((T - c) / budget).astype(np.int64)
     owner = np.repeat(np.arange(T.size), kp)
     start = np.concatenate([[0], np.cumsum(kp)[:-1]])
     i = np.arange(owner.size) - start[owner]
-    past = (i * budget).astype(float)
+    past = (c[owner] + i * budget).astype(float)
     new = np.minimum(T[owner] - past, budget).astype(float)
     x = step_features(rep.model, new[:, None], past[:, None])
     ttft = np.bincount(owner, weights=sm.time_of(x, "prefill"), minlength=T.size)
@@ -264,6 +268,7 @@ class _Search:
         self.arrival = spec.arrival
         self.gaps = arrival_gaps(self.T.size, spec.arrival.process, spec.arrival.cv, spec.seed)
         self.dt = dt
+        self.prefix = cached_prefix(spec.prefix_cache, self.T, spec.serving.block_size)
         self.sims = 0
         self.done: dict[tuple, list[Trial]] = {}  # (hardware, TP, replicas) -> simulated trials
 
@@ -284,12 +289,13 @@ class _Search:
                 return trial
         if a.rate_per_s is not None:
             rate = a.rate_per_s / R
-            sim = simulate(rep, self.T, self.G, rate_per_s=rate, gaps=self.gaps, seed=self.wl.spec.seed)
-            load, util = at_load(rep, self.T, self.G, rate)
+            sim = simulate(rep, self.T, self.G, rate_per_s=rate, gaps=self.gaps, seed=self.wl.spec.seed,
+                           prefix=self.prefix)
+            load, util = at_load(rep, self.T, self.G, rate, self.prefix)
         else:
             clients = math.ceil(a.concurrency / R)
-            sim = simulate(rep, self.T, self.G, concurrency=clients, seed=self.wl.spec.seed)
-            load, util = steady_state(rep, self.T, self.G, batch_cap=clients), None
+            sim = simulate(rep, self.T, self.G, concurrency=clients, seed=self.wl.spec.seed, prefix=self.prefix)
+            load, util = steady_state(rep, self.T, self.G, batch_cap=clients, prefix=self.prefix), None
         self.sims += 1
         t = Trial(rep, R, opt.price_per_gpu_hour, sim, sat, load, util, self.targets)
         opt.trials.append(t)
@@ -359,7 +365,7 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
                 opt.kind = "kv"
                 options.append(opt)
                 continue
-            floor = _floor_reason(_floors(base, T, G), search.targets)
+            floor = _floor_reason(_floors(base, T, G, search.prefix), search.targets)
             if floor:
                 opt.kind, opt.reason = floor
                 options.append(opt)
@@ -368,7 +374,7 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
             for mb in sorted(set(spec.max_batch)):
                 rep = base.with_max_batch(mb)
                 o = Option(hw, tp, mb, price)
-                sat = steady_state(rep, T, G)
+                sat = steady_state(rep, T, G, prefix=search.prefix)
                 if spec.arrival.rate_per_s is not None:
                     lo = max(1, math.ceil(spec.arrival.rate_per_s / sat.requests_per_s * (1 + 1e-9)))
                 else:
@@ -407,4 +413,13 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
             o.reason = (f"misses the SLOs even with {_n(last.replicas, 'replica')} ({_n(last.gpus, 'GPU')}): "
                         f"{last.why()}")
             o.kind = "slo"
-    return Plan(wl, options, time.perf_counter() - t0, search.sims, dt, T, G)
+    result = Plan(wl, options, time.perf_counter() - t0, search.sims, dt, T, G)
+    chosen = result.chosen
+    if chosen is not None and search.prefix.cached.any():
+        a = spec.arrival
+        effect = prefix_effect(
+            chosen.replica, chosen.replicas, T, G, search.prefix, chosen.sim, seed=spec.seed, gaps=search.gaps,
+            rate_per_s=None if a.rate_per_s is None else a.rate_per_s / chosen.replicas,
+            concurrency=None if a.concurrency is None else math.ceil(a.concurrency / chosen.replicas))
+        result = replace(result, prefix_effect=effect, wall_s=time.perf_counter() - t0)
+    return result

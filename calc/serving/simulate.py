@@ -33,6 +33,7 @@ import numpy as np
 
 from calc.cost.operators import experts_touched
 from calc.serving.capacity import Replica
+from calc.serving.prefix import CachedPrefix
 from calc.serving.stepmodel import FIXED_FEATURES, attention_windows, feature_count, pairs_row, read_row
 from calc.spec.workload import Target
 
@@ -168,7 +169,7 @@ class _Sim:
     order, its first ``N`` entries in use; per-request results live in arrays over all
     requests. (Written for speed: a few numpy calls per event, none per token.)"""
 
-    def __init__(self, rep: Replica, T, G, arrive, concurrency):
+    def __init__(self, rep: Replica, T, G, arrive, concurrency, prefix: CachedPrefix | None = None):
         sm = rep.steps
         self.W = {ph: sm.stacked(ph) for ph in ("prefill", "decode")}
         # operators per phase (MLA runs attention differently in prefill and decode)
@@ -188,7 +189,10 @@ class _Sim:
         self.preempt = np.zeros(n, np.int64)
         self.bs = rep.kv.block_size
         self.total_pages = rep.kv.pages
-        self.free = self.total_pages
+        # prefix caching: a request's prefill starts after its cached tokens; the shared pages are pinned once
+        self.cached = np.zeros(n, np.int64) if prefix is None else prefix.cached.astype(np.int64)
+        self.shared_pages = 0 if prefix is None else prefix.shared_pages
+        self.free = self.total_pages - self.shared_pages
         self.wm = int(math.ceil(rep.serving.watermark * self.total_pages))
         self.budget = max(rep.serving.max_batched_tokens, rep.max_batch)
         self.mb = mb = rep.max_batch
@@ -309,7 +313,7 @@ class _Sim:
         n_dec = N if dec is None else int(dec.sum())
         left = self.budget - n_dec
         pos, chunk, past = [], [], []
-        kv_sum = int(r_kv[:N].sum()) if n_dec else 0
+        kv_sum = int(r_kv[:N].sum())  # decode contexts: the prefilling requests are taken out below
         if dec is not None:
             for p in np.flatnonzero(~dec).tolist():
                 done = int(r_done[p])
@@ -324,17 +328,18 @@ class _Sim:
         while self.waiting and M < self.mb and left > 0:
             i = self.waiting[0]
             tgt = self._target(i)
-            p = -(-tgt // bs)
+            p = -(-tgt // bs) - self.shared_pages
             if self.free - p < self.wm:
                 break
             self.waiting.popleft()
             self.free -= p
-            c = min(tgt, left)
-            self.r_id[M], r_kv[M], self.r_rem[M] = i, 0, self.G[i] - self.gen[i]
-            self.r_pages[M], r_done[M], r_target[M] = p, 0, tgt
+            hit = int(self.cached[i])
+            c = min(tgt - hit, left)
+            self.r_id[M], r_kv[M], self.r_rem[M] = i, hit, self.G[i] - self.gen[i]
+            self.r_pages[M], r_done[M], r_target[M] = p, hit, tgt
             pos.append(M)
             chunk.append(c)
-            past.append(0)
+            past.append(hit)
             left -= c
             M += 1
         self.n_prefill += M - N
@@ -405,7 +410,7 @@ class _Sim:
     def can_admit(self) -> bool:
         if not self.waiting or self.N >= self.mb:
             return False
-        return self.free - (-(-self._target(self.waiting[0]) // self.bs)) >= self.wm
+        return self.free - (-(-self._target(self.waiting[0]) // self.bs) - self.shared_pages) >= self.wm
 
     def decode_run(self) -> bool:
         """Advance k >= 1 pure decode steps if nothing else can happen before; False otherwise."""
@@ -476,7 +481,7 @@ class _Sim:
         rem = self.r_rem[:N]
         rem -= k
         pages = self.r_pages[:N]
-        new_pages = -(-kv // bs)
+        new_pages = -(-kv // bs) - self.shared_pages
         self.free -= int((new_pages - pages).sum())
         pages[:] = new_pages
         self.out_tokens += N * k
@@ -505,11 +510,13 @@ class _Sim:
 
 
 def simulate(rep: Replica, T, G, *, rate_per_s: float | None = None, concurrency: int | None = None,
-             process: str = "poisson", cv: float = 1.0, seed: int = 0, gaps: np.ndarray | None = None) -> SimResult:
+             process: str = "poisson", cv: float = 1.0, seed: int = 0, gaps: np.ndarray | None = None,
+             prefix: CachedPrefix | None = None) -> SimResult:
     """Simulate ``len(T)`` requests on one replica: an open loop at ``rate_per_s`` (Poisson or
     gamma gaps from ``seed``, or the given unit-rate ``gaps``), or a closed loop of
     ``concurrency`` clients. Deterministic for a seed. A request whose prompt needs more
-    pages than the replica has is an error (check with ``rep.kv.pages`` first)."""
+    pages than the replica has is an error (check with ``rep.kv.pages`` first). ``prefix``: the
+    prompt tokens found cached per request and the pages the shared prefix pins (calc.serving.prefix)."""
     t0 = time.perf_counter()
     T = np.asarray(T, np.int64)
     G = np.asarray(G, np.int64)
@@ -521,7 +528,7 @@ def simulate(rep: Replica, T, G, *, rate_per_s: float | None = None, concurrency
     if rate_per_s is not None:
         g = arrival_gaps(T.size, process, cv, seed) if gaps is None else np.asarray(gaps, float)
         arrive = np.cumsum(g) / rate_per_s
-    sim = _Sim(rep, T, G, arrive, concurrency)
+    sim = _Sim(rep, T, G, arrive, concurrency, prefix)
     sim.run()
     n = T.size
     order = np.argsort(sim.arrive, kind="stable")

@@ -15,6 +15,7 @@ YAML (``roofline plan WORKLOAD.yaml``); every key is checked (``extra="forbid"``
     prices: {h100-sxm: 2.49}            # USD per GPU-hour, overriding the profiles
     requests: 2000                      # simulated per configuration
     seed: 0
+    prefix_cache: {shared_tokens: 2000, hit_rate: 0.0}   # optional: see PrefixCache
 
 Lengths are whole tokens, clipped to [min, max] (min defaults to 1). A request of
 prompt T and output G holds T + G - 1 positions at the end (DESIGN.md), which
@@ -197,6 +198,18 @@ class Serving(_Spec):
     watermark: float = Field(default=0.01, ge=0, lt=1)
 
 
+class PrefixCache(_Spec):
+    """Prompt tokens whose KV is already cached when a request arrives (vLLM's automatic
+    prefix caching, SGLang's radix cache). ``shared_tokens``: a system prompt every request
+    starts with (counted in prompt_len), cached once and shared; ``hit_rate``: the share of
+    each request's remaining prompt found cached (earlier turns of its own session).
+    ``enabled: false`` keeps the declaration but computes every prompt in full."""
+
+    shared_tokens: int = Field(default=0, ge=0)
+    hit_rate: float = Field(default=0.0, ge=0, lt=1)
+    enabled: bool = True
+
+
 class Workload(_Spec):
     name: str = Field(min_length=1)
     description: str = ""
@@ -216,6 +229,7 @@ class Workload(_Spec):
     serving: Serving = Serving()
     requests: int = Field(default=2000, ge=10)
     seed: int = 0
+    prefix_cache: PrefixCache | None = None
 
     @model_validator(mode="after")
     def _check(self):
@@ -357,4 +371,10 @@ def resolve(spec: Workload, path: Path | None = None) -> LoadedWorkload:
                         f"{int(over.sum())} of {T.size} requests hold more than {model.name}'s max context "
                         f"{model.max_context} positions (prompt + output - 1 up to {int(held.max())}); "
                         "lower the lengths' max")
+    pc = spec.prefix_cache
+    if pc is not None and pc.shared_tokens and int(T.min()) <= pc.shared_tokens:
+        raise SpecError(where, "prefix_cache.shared_tokens",
+                        f"{pc.shared_tokens} shared tokens leave nothing of the shortest prompt "
+                        f"({int(T.min())} tokens) to compute; prompt_len counts the shared prefix, so its min "
+                        "must exceed shared_tokens")
     return LoadedWorkload(spec, path, model, tuple(hardware), T, G, rows)
