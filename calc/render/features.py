@@ -1,6 +1,8 @@
-"""Report sections for the serving features a workload may declare: prefix caching."""
+"""Report sections for the serving features a workload may declare: prefix caching, disaggregation."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from calc.core import text as render
 from calc.render.doc import Doc
@@ -32,3 +34,84 @@ def prefix_section(d: Doc, e: PrefixEffect, targets: dict) -> None:
     rows.append(["queue growth (share of arrivals)", render.percent(max(on.backlog_growth(), 0.0)),
                  render.percent(max(off.backlog_growth(), 0.0))])
     d.table(["per replica", "with prefix caching", "without"], rows, "lrr")
+
+
+def _usd(t) -> str:
+    return f"${t.usd_per_hour:,.2f}/h" if t.usd_per_hour is not None else f"{t.gpus} GPUs (unpriced)"
+
+
+def _tx(t) -> str:
+    return (f"{render.seconds(float(np.median(t.transfer_s)))} median over {t.link.name}"
+            + (", overlapped per layer" if t.overlap else ", after the prefill"))
+
+
+def disagg_why(plan) -> str:
+    """Why the winner wins, in numbers."""
+    a, d = plan.chosen, plan.best_disagg
+    if d is None:
+        tried = plan.disagg
+        closest = min(tried, key=lambda t: max([v / g for _, v, g in t.misses] or [1.0])) if tried else None
+        more = f"; the closest, {closest.label}: {closest.why()}" if closest else ""
+        return f"Aggregated wins: no disaggregated deployment tried meets the SLOs within max_gpus{more}."
+    if a is None:
+        return (f"Disaggregated wins: no aggregated configuration meets the SLOs, while {d.label} does "
+                f"(TPOT p99 {render.seconds(d.stats['tpot_p99'])}, TTFT p99 {render.seconds(d.stats['ttft_p99'])}).")
+    per = lambda t: t.output_tokens_per_s / t.gpus  # noqa: E731
+    if plan.winner == "disaggregated":
+        return (f"Disaggregated wins: {d.label} costs {_usd(d)} against {_usd(a)} for {a.label}. Prefill chunks no "
+                f"longer share steps with decoding, so the decode pool's TPOT p99 is "
+                f"{render.seconds(d.stats['tpot_p99'])} (aggregated {render.seconds(a.stats['tpot_p99'])}) and the "
+                f"target is met with fewer GPUs: {per(d):,.0f} against {per(a):,.0f} output tokens/s per GPU. "
+                f"The KV transfer adds {_tx(d)} to TTFT.")
+    return (f"Aggregated wins: {a.label} costs {_usd(a)} against {_usd(d)} for the best disaggregated deployment, "
+            f"{d.label}. One pool shares every GPU between prompts and decoding ({per(a):,.0f} against "
+            f"{per(d):,.0f} output tokens/s per GPU), while the split pools each need headroom of their own "
+            f"and the KV transfer adds {_tx(d)} to TTFT; interference from prefill chunks costs less here "
+            f"(aggregated TPOT p99 {render.seconds(a.stats['tpot_p99'])}, disaggregated "
+            f"{render.seconds(d.stats['tpot_p99'])}).")
+
+
+def disagg_section(d: Doc, plan, front_png: bytes) -> None:
+    """The aggregated-vs-disaggregated comparison: the best of each, the chart, every disaggregated trial."""
+    d.h(2, "Aggregated vs disaggregated")
+    d.p(disagg_why(plan))
+    rows = []
+    for kind, t in (("aggregated", plan.chosen), ("disaggregated", plan.best_disagg)):
+        if t is None:
+            rows.append([kind, "none meets the SLOs", "", "", "", "", ""])
+            continue
+        rows.append([kind, t.label, str(t.gpus), _usd(t), f"{t.output_tokens_per_s / t.gpus:,.0f}",
+                     f"{1 / t.stats['tpot_p50']:,.1f}", f"{render.seconds(t.stats['ttft_p99'])} / "
+                     f"{render.seconds(t.stats['tpot_p99'])}"])
+    d.table(["", "best", "GPUs", "cost", "out tok/s per GPU", "tok/s per user", "TTFT / TPOT p99"], rows, "llrrrrr")
+    d.img("front.png", "Output tokens/s per GPU against tokens/s per user of every simulated deployment, "
+                       "aggregated and disaggregated, with each kind's Pareto front", front_png)
+    d.table(["disaggregated deployment", "KV transfer", "result"],
+            [[t.label, _tx(t), t.why()] for t in plan.disagg])
+    d.p("KV transfer: the prompt's KV at the KV dtype, bytes / (link bandwidth per GPU x min(TP prefill, TP decode)) "
+        "+ link latency; NVLink when both pools fit in one node of the same GPU type, else the network. TTFT = queue "
+        "+ prefill + transfer; TPOT from the decode pool's simulation at its batch.")
+
+
+def _disagg_trial(t) -> dict:
+    return {"config": t.label, "prefill": {"hardware": t.prefill.hw.name, "tp": t.prefill.tp,
+                                           "replicas": t.prefill_replicas},
+            "decode": {"hardware": t.decode.hw.name, "tp": t.decode.tp, "max_batch": t.decode.max_batch,
+                       "replicas": t.decode_replicas},
+            "gpus": t.gpus, "usd_per_hour": t.usd_per_hour, "meets_slos": t.meets,
+            "failures": None if t.meets else t.why(), "latency_s": t.stats,
+            "output_tokens_per_s": t.output_tokens_per_s, "output_tokens_per_s_per_gpu": t.output_tokens_per_s / t.gpus,
+            "kv_transfer": {"link": t.link.name, "overlapped": t.overlap,
+                            "median_s": float(np.median(t.transfer_s))}}
+
+
+def disagg_record(plan) -> dict:
+    from calc.serving.disagg_search import front_points, pareto
+
+    pts = front_points([t for t in plan.trials if t.same_as is None], plan.disagg)
+    return {"winner": plan.winner, "why": disagg_why(plan),
+            "best": _disagg_trial(plan.best_disagg) if plan.best_disagg else None,
+            "trials": [_disagg_trial(t) for t in plan.disagg],
+            "front": [{"config": p.label, "kind": p.kind, "tokens_per_s_per_user": p.tokens_per_s_per_user,
+                       "output_tokens_per_s_per_gpu": p.tokens_per_s_per_gpu, "meets_slos": p.meets}
+                      for p in pareto(pts)]}

@@ -20,7 +20,7 @@ from calc.core.units import GB
 from calc.cost.dtypes import Dtypes
 from calc.plot.plan import kv_png, mean_step, pareto_png, roofline_png
 from calc.render.doc import Doc
-from calc.render.features import prefix_section
+from calc.render.features import disagg_record, disagg_section, prefix_section
 from calc.serving.plan import Plan, Trial
 from calc.spec.workload import Target
 
@@ -77,6 +77,7 @@ def plan_record(plan: Plan) -> dict:
         "closest": trial_record(plan.closest) if chosen is None and plan.closest else None,
         "rejected": [{"config": o.label, "kind": o.kind, "reason": o.reason} for o in plan.rejected],
         "simulations": plan.simulations, "requests_per_simulation": int(plan.requests),
+        **({"disaggregated": disagg_record(plan)} if plan.disagg else {}),
     }
 
 
@@ -365,6 +366,10 @@ def build_report(plan: Plan) -> Doc:
               roofline_png(t))
     if plan.prefix_effect is not None:
         prefix_section(d, plan.prefix_effect, plan.workload.spec.slo.targets())
+    if plan.disagg:
+        from calc.plot.front import front_png
+
+        disagg_section(d, plan, front_png(plan))
     d.h(2, "Assumptions")
     d.ul(_assumptions(plan))
     d.h(2, "What would change the answer")

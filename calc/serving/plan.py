@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 
 import numpy as np
 
@@ -31,111 +30,15 @@ from calc.core import text as render
 from calc.core.units import GB
 from calc.cost.dtypes import Dtypes
 from calc.serving.capacity import Replica, SteadyState, at_load, steady_state, validate_split
+from calc.serving.disagg import DisaggTrial
+from calc.serving.disagg_search import best_disagg, search_disagg
 from calc.serving.prefix import CachedPrefix, cached_prefix
 from calc.serving.prefixeffect import PrefixEffect, prefix_effect
-from calc.serving.simulate import SimResult, arrival_gaps, simulate
+from calc.serving.simulate import arrival_gaps, simulate
 from calc.serving.stepmodel import step_features
+from calc.serving.trial import GUESS_UTIL, RUNNERS_UP, Trial, cost_key
 from calc.spec.hardware import HardwareSpec
 from calc.spec.workload import LoadedWorkload, Target
-
-RUNNERS_UP = 4
-BACKLOG_LIMIT = 0.02  # queue growth (share of arrivals) above which a replica falls behind
-GUESS_UTIL = 0.85  # first guess: the fewest replicas at or below this closed-form utilisation
-
-
-@dataclass(frozen=True)
-class Trial:
-    """R replicas of one configuration, simulated at the workload's load (one replica's share)."""
-
-    replica: Replica
-    replicas: int
-    price_per_gpu_hour: float | None
-    sim: SimResult
-    saturation: SteadyState  # closed form, one replica, at saturation
-    load: SteadyState  # closed form, one replica, at its share of the load
-    utilisation: float | None  # offered / closed-form capacity (open loop)
-    targets: dict
-    same_as: int | None = None  # the max batch whose simulation this reuses (its cap never bound)
-
-    @property
-    def gpus(self) -> int:
-        return self.replicas * self.replica.tp
-
-    @property
-    def usd_per_hour(self) -> float | None:
-        return None if self.price_per_gpu_hour is None else self.price_per_gpu_hour * self.gpus
-
-    @property
-    def label(self) -> str:
-        r = self.replica
-        return f"{self.replicas} x {r.hw.name} TP{r.tp}, max batch {r.max_batch}"
-
-    @cached_property
-    def stats(self) -> dict[str, float]:
-        """p50, p90, p99 of TTFT, TPOT and e2e over the measured requests (seconds)."""
-        return {f"{m}_p{q}": self.sim.percentile(m, q) for m in ("ttft", "tpot", "e2e") for q in (50, 90, 99)}
-
-    @property
-    def output_tokens_per_s(self) -> float:
-        return self.replicas * self.sim.output_tokens_per_s
-
-    @property
-    def goodput_per_s(self) -> float:
-        return self.replicas * self.sim.goodput_per_s(self.targets)
-
-    @property
-    def usd_per_million_output_tokens(self) -> float | None:
-        if self.usd_per_hour is None or not self.output_tokens_per_s > 0:
-            return None
-        return self.usd_per_hour / (self.output_tokens_per_s * 3600) * 1e6
-
-    @cached_property
-    def misses(self) -> list[tuple[str, float, float]]:
-        """(SLO, observed, target) for every SLO the simulation misses."""
-        out = []
-        for key, target in self.targets.items():
-            v = self.stats.get(key)
-            if v is not None and not (v <= target):
-                out.append((key, v, target))
-        return out
-
-    @property
-    def falls_behind(self) -> bool:
-        return self.sim.offered_per_s is not None and self.sim.backlog_growth() > BACKLOG_LIMIT
-
-    @property
-    def meets(self) -> bool:
-        return not self.misses and not self.falls_behind
-
-    @property
-    def miss_ratio(self) -> float:
-        """Worst observed / target over the SLOs (<= 1: all met); inf when the queue grows."""
-        if self.falls_behind:
-            return math.inf
-        return max([v / t for _, v, t in self.misses] or [max([self.stats[k] / t for k, t in self.targets.items()]
-                                                               or [0.0])])
-
-    def why(self) -> str:
-        """The failures in words, e.g. 'TTFT p99 2.1 s > 1 s'."""
-        parts = []
-        if self.falls_behind:
-            parts.append(f"falls behind: the queue grows by {self.sim.backlog_growth():.0%} of arrivals "
-                         f"(serves {self.sim.requests_per_s:.3g} of {self.sim.offered_per_s:.3g} req/s per replica)")
-        parts += [f"{Target.of(k, t).label} {render.seconds(v)} > {render.seconds(t)}" for k, v, t in self.misses]
-        return "; ".join(parts) or "meets the SLOs"
-
-    @property
-    def bottleneck(self) -> str:
-        """What limits the replica: the KV cache (preemptions or > 90% of pages in use), the max
-        batch (running batch at its cap), else the roof most of the step time sits under."""
-        s = self.sim
-        if s.preemptions.sum() > 0 or s.kv_used_mean > 0.9:
-            return "KV cache"
-        if s.running_mean >= 0.9 * self.replica.max_batch:
-            return "max batch"
-        bt = s.bound_time_s
-        top = max(bt, key=bt.get)
-        return {"memory": "memory bandwidth", "compute": "compute", "communication": "interconnect"}[top]
 
 
 @dataclass
@@ -172,6 +75,21 @@ class Plan:
     prompt_len: np.ndarray  # the simulated requests (the same for every configuration)
     output_len: np.ndarray
     prefix_effect: PrefixEffect | None = None  # the chosen configuration without prefix caching, when declared
+    disagg: tuple[DisaggTrial, ...] = ()  # disaggregated trials simulated (when the workload asks)
+
+    @property
+    def best_disagg(self) -> DisaggTrial | None:
+        return best_disagg(list(self.disagg))
+
+    @property
+    def winner(self) -> str | None:
+        """"aggregated" or "disaggregated": the cheaper of the two best that meet the SLOs."""
+        a, d = self.chosen, self.best_disagg
+        if a is None and d is None:
+            return None
+        if d is None or (a is not None and cost_key(a) <= cost_key(d)):
+            return "aggregated"
+        return "disaggregated"
 
     @property
     def requests(self) -> int:
@@ -183,7 +101,7 @@ class Plan:
         ties go to the one with more headroom. A larger max batch that changes nothing (the
         batch never reached the smaller cap) is left out."""
         best = [o.best for o in self.options if o.best is not None and o.best.same_as is None]
-        return sorted(best, key=lambda t: (*_cost_key(t), t.miss_ratio))
+        return sorted(best, key=lambda t: (*cost_key(t), t.miss_ratio))
 
     @property
     def chosen(self) -> Trial | None:
@@ -200,7 +118,7 @@ class Plan:
         trials = [t for o in self.options for t in o.trials]
         if not trials:
             return None
-        return min(trials, key=lambda t: (t.miss_ratio, _cost_key(t)))
+        return min(trials, key=lambda t: (t.miss_ratio, cost_key(t)))
 
     @property
     def trials(self) -> list[Trial]:
@@ -213,11 +131,6 @@ class Plan:
 
 def _n(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
-def _cost_key(t: Trial):
-    c = t.usd_per_hour
-    return (0, c, t.gpus) if c is not None else (1, t.gpus, 0.0)
 
 
 # --------------------------------------------------------------------------- floors
@@ -392,8 +305,8 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
     met: list[Trial] = []
     for unpriced, bound, gpus, o, rep, sat, lo, r_max in candidates:
         if len(met) > RUNNERS_UP:
-            worst = sorted(met, key=_cost_key)[RUNNERS_UP]
-            if (unpriced, bound if not unpriced else gpus) > _cost_key(worst)[:2]:
+            worst = sorted(met, key=cost_key)[RUNNERS_UP]
+            if (unpriced, bound if not unpriced else gpus) > cost_key(worst)[:2]:
                 o.reason = (f"not simulated: at least {_n(lo, 'replica')}, which costs more than the "
                             f"{RUNNERS_UP + 1} cheapest that meet the SLOs")
                 o.kind = "pruned"
@@ -413,7 +326,9 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
             o.reason = (f"misses the SLOs even with {_n(last.replicas, 'replica')} ({_n(last.gpus, 'GPU')}): "
                         f"{last.why()}")
             o.kind = "slo"
-    result = Plan(wl, options, time.perf_counter() - t0, search.sims, dt, T, G)
+    disagg = search_disagg(wl, dt, T, G, search.gaps, search.targets,
+                           search.prefix if search.prefix.cached.any() else None)
+    result = Plan(wl, options, time.perf_counter() - t0, search.sims + 2 * len(disagg), dt, T, G, disagg=tuple(disagg))
     chosen = result.chosen
     if chosen is not None and search.prefix.cached.any():
         a = spec.arrival

@@ -16,6 +16,7 @@ YAML (``roofline plan WORKLOAD.yaml``); every key is checked (``extra="forbid"``
     requests: 2000                      # simulated per configuration
     seed: 0
     prefix_cache: {shared_tokens: 2000, hit_rate: 0.0}   # optional: see PrefixCache
+    disaggregation: {decode: {tp: [1, 2]}}              # optional: also search xP + yD (see Disaggregation)
 
 Lengths are whole tokens, clipped to [min, max] (min defaults to 1). A request of
 prompt T and output G holds T + G - 1 positions at the end (DESIGN.md), which
@@ -210,6 +211,30 @@ class PrefixCache(_Spec):
     enabled: bool = True
 
 
+class Pool(_Spec):
+    """Candidates for one pool of a disaggregated deployment; unset keys take the workload's."""
+
+    hardware: list[str] | None = Field(default=None, min_length=1)
+    tp: list[int] | None = Field(default=None, min_length=1)
+    max_batch: list[int] | None = Field(default=None, min_length=1)
+
+
+class Disaggregation(_Spec):
+    """Search prefill/decode pools (xP + yD) beside the aggregated replicas (open-loop arrivals).
+    Pools of one GPU type that fit in a node of ``gpus_per_node`` send the KV over its NVLink;
+    otherwise over the network, ``network_gb_s`` per GPU per direction after ``network_latency_us``.
+    ``overlap_layers``: the KV is sent layer by layer while the prefill runs (else after it).
+    ``prefill_max_batched_tokens``: the prefill pool's token budget per step (default: serving's)."""
+
+    prefill: Pool = Pool()
+    decode: Pool = Pool()
+    network_gb_s: float = Field(default=50.0, gt=0)  # 400 Gb/s per GPU (one ConnectX-7 NDR port per GPU, DGX H100)
+    network_latency_us: float = Field(default=10.0, ge=0)
+    gpus_per_node: int = Field(default=8, ge=1)
+    overlap_layers: bool = False
+    prefill_max_batched_tokens: int | None = Field(default=None, ge=16)
+
+
 class Workload(_Spec):
     name: str = Field(min_length=1)
     description: str = ""
@@ -230,6 +255,7 @@ class Workload(_Spec):
     requests: int = Field(default=2000, ge=10)
     seed: int = 0
     prefix_cache: PrefixCache | None = None
+    disaggregation: Disaggregation | None = None
 
     @model_validator(mode="after")
     def _check(self):
@@ -240,6 +266,15 @@ class Workload(_Spec):
         for key, values in (("tp", self.tp), ("max_batch", self.max_batch)):
             if any(v < 1 for v in values):
                 raise ValueError(f"{key} values must be >= 1")
+        dg = self.disaggregation
+        if dg is not None:
+            if self.arrival.rate_per_s is None:
+                raise ValueError("disaggregation needs an open-loop arrival (rate_per_s)")
+            for pool in ("prefill", "decode"):
+                names = getattr(dg, pool).hardware or []
+                unknown = [h for h in names if h not in self.hardware]
+                if unknown:
+                    raise ValueError(f"disaggregation.{pool}.hardware names {', '.join(unknown)}, not in hardware")
         for hw, price in self.prices.items():
             if hw not in self.hardware:
                 raise ValueError(f"prices names {hw!r}, which is not in hardware")

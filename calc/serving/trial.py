@@ -1,0 +1,119 @@
+"""One simulated configuration of the planner: R aggregated replicas at the workload's load,
+its latency percentiles, the SLOs it misses and what limits it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+from calc.core import text as render
+from calc.serving.capacity import Replica, SteadyState
+from calc.serving.simulate import SimResult
+from calc.spec.workload import Target
+
+RUNNERS_UP = 4
+BACKLOG_LIMIT = 0.02  # queue growth (share of arrivals) above which a replica falls behind
+GUESS_UTIL = 0.85  # first guess: the fewest replicas at or below this closed-form utilisation
+
+
+@dataclass(frozen=True)
+class Trial:
+    """R replicas of one configuration, simulated at the workload's load (one replica's share)."""
+
+    replica: Replica
+    replicas: int
+    price_per_gpu_hour: float | None
+    sim: SimResult
+    saturation: SteadyState  # closed form, one replica, at saturation
+    load: SteadyState  # closed form, one replica, at its share of the load
+    utilisation: float | None  # offered / closed-form capacity (open loop)
+    targets: dict
+    same_as: int | None = None  # the max batch whose simulation this reuses (its cap never bound)
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.replica.tp
+
+    @property
+    def usd_per_hour(self) -> float | None:
+        return None if self.price_per_gpu_hour is None else self.price_per_gpu_hour * self.gpus
+
+    @property
+    def label(self) -> str:
+        r = self.replica
+        return f"{self.replicas} x {r.hw.name} TP{r.tp}, max batch {r.max_batch}"
+
+    @cached_property
+    def stats(self) -> dict[str, float]:
+        """p50, p90, p99 of TTFT, TPOT and e2e over the measured requests (seconds)."""
+        return {f"{m}_p{q}": self.sim.percentile(m, q) for m in ("ttft", "tpot", "e2e") for q in (50, 90, 99)}
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        return self.replicas * self.sim.output_tokens_per_s
+
+    @property
+    def goodput_per_s(self) -> float:
+        return self.replicas * self.sim.goodput_per_s(self.targets)
+
+    @property
+    def usd_per_million_output_tokens(self) -> float | None:
+        if self.usd_per_hour is None or not self.output_tokens_per_s > 0:
+            return None
+        return self.usd_per_hour / (self.output_tokens_per_s * 3600) * 1e6
+
+    @cached_property
+    def misses(self) -> list[tuple[str, float, float]]:
+        """(SLO, observed, target) for every SLO the simulation misses."""
+        out = []
+        for key, target in self.targets.items():
+            v = self.stats.get(key)
+            if v is not None and not (v <= target):
+                out.append((key, v, target))
+        return out
+
+    @property
+    def falls_behind(self) -> bool:
+        return self.sim.offered_per_s is not None and self.sim.backlog_growth() > BACKLOG_LIMIT
+
+    @property
+    def meets(self) -> bool:
+        return not self.misses and not self.falls_behind
+
+    @property
+    def miss_ratio(self) -> float:
+        """Worst observed / target over the SLOs (<= 1: all met); inf when the queue grows."""
+        if self.falls_behind:
+            return math.inf
+        return max([v / t for _, v, t in self.misses] or [max([self.stats[k] / t for k, t in self.targets.items()]
+                                                               or [0.0])])
+
+    def why(self) -> str:
+        """The failures in words, e.g. 'TTFT p99 2.1 s > 1 s'."""
+        parts = []
+        if self.falls_behind:
+            parts.append(f"falls behind: the queue grows by {self.sim.backlog_growth():.0%} of arrivals "
+                         f"(serves {self.sim.requests_per_s:.3g} of {self.sim.offered_per_s:.3g} req/s per replica)")
+        parts += [f"{Target.of(k, t).label} {render.seconds(v)} > {render.seconds(t)}" for k, v, t in self.misses]
+        return "; ".join(parts) or "meets the SLOs"
+
+    @property
+    def bottleneck(self) -> str:
+        """What limits the replica: the KV cache (preemptions or > 90% of pages in use), the max
+        batch (running batch at its cap), else the roof most of the step time sits under."""
+        s = self.sim
+        if s.preemptions.sum() > 0 or s.kv_used_mean > 0.9:
+            return "KV cache"
+        if s.running_mean >= 0.9 * self.replica.max_batch:
+            return "max batch"
+        bt = s.bound_time_s
+        top = max(bt, key=bt.get)
+        return {"memory": "memory bandwidth", "compute": "compute", "communication": "interconnect"}[top]
+
+
+def cost_key(t) -> tuple:
+    """Ranking key of a deployment (aggregated or disaggregated): priced ones by USD/hour, then
+    unpriced ones by GPU count."""
+    c = t.usd_per_hour
+    return (0, c, t.gpus) if c is not None else (1, t.gpus, 0.0)
