@@ -1,0 +1,112 @@
+"""Disaggregated serving: KV transfer bytes and time by hand, the link chosen, one request's
+TTFT and TPOT through both pools, the planner's search and its bad input."""
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from calc.cli.app import app
+from calc.core.errors import SpecError
+from calc.cost.dtypes import Dtypes
+from calc.serving.capacity import Replica
+from calc.serving.disagg import KVLink, kv_transfer_bytes, kv_transfer_s, pick_link, simulate_disagg
+from calc.serving.disagg_search import FrontPoint, pareto
+from calc.spec.catalog import load_hardware, load_model
+from calc.spec.workload import Serving, load_workload
+
+NET = KVLink("network", 50e9, 10e-6)
+
+
+@pytest.fixture(scope="module")
+def llama8b():
+    return load_model("llama-3.1-8b")
+
+
+def rep(model, hw="h100-sxm", tp=1, mb=64):
+    return Replica(model, load_hardware(hw), tp, mb, Dtypes.resolve(model), Serving())
+
+
+def test_kv_transfer_bytes_by_hand(llama8b):
+    # 32 layers x 2 (K and V) x 8 KV heads x 128 dims x 2 bytes (bf16) per position
+    assert float(kv_transfer_bytes(llama8b, "bf16", 1000)) == 1000 * 32 * 2 * 8 * 128 * 2
+    assert float(kv_transfer_bytes(llama8b, "fp8", 1000)) == 1000 * 32 * 2 * 8 * 128 * 1
+
+
+def test_kv_transfer_time_by_hand():
+    b = 131_072_000.0
+    assert float(kv_transfer_s(b, NET, 1)) == pytest.approx(b / 50e9 + 10e-6)
+    assert float(kv_transfer_s(b, NET, 2)) == pytest.approx(b / 100e9 + 10e-6)  # two GPUs send their shards
+    t = b / 50e9 + 10e-6
+    # overlapped with a 100 ms prefill of 32 layers: all but the last layer's share hides behind compute
+    assert float(kv_transfer_s(b, NET, 1, 0.1, 32, overlap=True)) == pytest.approx(t / 32)
+    # a prefill too short to hide it: what sticks out past the first 31 layers' compute
+    assert float(kv_transfer_s(b, NET, 1, 0.001, 32, overlap=True)) == pytest.approx(t - 0.001 * 31 / 32)
+
+
+def test_link_nvlink_inside_a_node_else_network(llama8b):
+    p, d = rep(llama8b, tp=1), rep(llama8b, tp=2)
+    assert pick_link(p, 2, d, 3, 8, NET).name.startswith("NVLink")  # 2 + 6 = 8 GPUs: one node
+    assert pick_link(p, 3, d, 3, 8, NET) is NET  # 9 GPUs: two nodes
+    assert pick_link(p, 1, rep(llama8b, "a100-80gb-sxm"), 1, 8, NET) is NET  # two GPU types
+    h100 = load_hardware("h100-sxm").interconnect
+    link = pick_link(p, 1, d, 1, 8, NET)
+    assert link.bandwidth_bytes_per_s == h100.bandwidth_gb_s_per_direction * 1e9
+
+
+def test_one_request_through_both_pools(llama8b):
+    p, d = rep(llama8b), rep(llama8b)
+    T, G = np.array([1000]), np.array([3])
+    t = simulate_disagg(p, 1, d, 1, T, G, rate_per_s=0.01, gaps=np.array([1.0]), seed=0, targets={}, link=NET,
+                        overlap=False, prefix=None, prices=(1.0, 1.0))
+    tx = 1000 * 131072 / 50e9 + 10e-6
+    assert t.ttft[0] == pytest.approx(p.steps.time([1000], [0]) + tx)
+    # the decode pool holds the prompt's KV: token 2 is a one-token step at 999 cached, token 3 a decode at 1000
+    assert t.tpot[0] == pytest.approx((d.steps.time([1], [999]) + d.steps.time([1], [1000])) / 2)
+    assert t.gpus == 2 and t.usd_per_hour == 2.0
+
+
+def test_pareto_keeps_the_points_nobody_beats():
+    pts = [FrontPoint(n, "aggregated", u, g, True) for n, u, g in
+           (("a", 10, 100), ("b", 20, 80), ("c", 15, 70), ("d", 30, 20))]
+    assert [p.label for p in pareto(pts)] == ["a", "b", "d"]
+
+
+BASE = """\
+name: t
+model: llama-3.1-8b
+hardware: [h100-sxm, l4]
+arrival: {rate_per_s: 2}
+output_len: {dist: fixed, value: 10}
+max_gpus: 4
+tp: [1]
+max_batch: [32]
+requests: 60
+"""
+
+
+def test_a_decode_pool_that_cannot_hold_one_request_is_an_error(tmp_path):
+    w = tmp_path / "w.yaml"
+    # 100,000 positions x 131,072 B = 13.1 GB of KV; an L4's 24 GB less 16 GB of weights cannot hold it
+    w.write_text(BASE + "prompt_len: {dist: fixed, value: 100000}\ndisaggregation: {decode: {hardware: [l4]}}\n")
+    r = CliRunner().invoke(app, ["plan", str(w)])
+    assert r.exit_code == 2
+    assert "disaggregation.decode" in r.output and "KV" in r.output and "Traceback" not in r.output
+
+
+def test_disaggregation_needs_an_open_loop(tmp_path):
+    w = tmp_path / "w.yaml"
+    w.write_text(BASE.replace("rate_per_s: 2", "concurrency: 4") + "prompt_len: {dist: fixed, value: 100}\n"
+                 "disaggregation: {}\n")
+    with pytest.raises(SpecError, match="open-loop"):
+        load_workload(w)
+
+
+def test_plan_searches_both_and_names_a_winner(tmp_path):
+    from calc.serving.plan import plan
+
+    w = tmp_path / "w.yaml"
+    w.write_text(BASE.replace("[h100-sxm, l4]", "[h100-sxm]") + "prompt_len: {dist: fixed, value: 2000}\n"
+                 "disaggregation: {}\n")
+    p = plan(load_workload(w))
+    assert p.disagg and p.winner in ("aggregated", "disaggregated")
+    assert all(t.gpus <= 4 for t in p.disagg)
