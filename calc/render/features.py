@@ -41,8 +41,8 @@ def _usd(t) -> str:
 
 
 def _tx(t) -> str:
-    return (f"{render.seconds(float(np.median(t.transfer_s)))} median over {t.link.name}"
-            + (", overlapped per layer" if t.overlap else ", after the prefill"))
+    return (f"{render.seconds(float(np.median(t.transfer_s)))} (median; over {t.link.name}, "
+            + ("overlapped per layer)" if t.overlap else "sent after the prefill)"))
 
 
 def disagg_why(plan) -> str:
@@ -59,10 +59,10 @@ def disagg_why(plan) -> str:
     per = lambda t: t.output_tokens_per_s / t.gpus  # noqa: E731
     if plan.winner == "disaggregated":
         return (f"Disaggregated wins: {d.label} costs {_usd(d)} against {_usd(a)} for {a.label}. Prefill chunks no "
-                f"longer share steps with decoding, so the decode pool's TPOT p99 is "
-                f"{render.seconds(d.stats['tpot_p99'])} (aggregated {render.seconds(a.stats['tpot_p99'])}) and the "
-                f"target is met with fewer GPUs: {per(d):,.0f} against {per(a):,.0f} output tokens/s per GPU. "
-                f"The KV transfer adds {_tx(d)} to TTFT.")
+                f"longer share steps with decoding, so the decode pool holds TPOT p99 at "
+                f"{render.seconds(d.stats['tpot_p99'])} on {d.decode_replicas * d.decode.tp} GPUs, where aggregated "
+                f"replicas need {a.gpus} GPUs to hold it at {render.seconds(a.stats['tpot_p99'])}: {per(d):,.0f} "
+                f"against {per(a):,.0f} output tokens/s per GPU. The KV transfer adds {_tx(d)} to TTFT.")
     return (f"Aggregated wins: {a.label} costs {_usd(a)} against {_usd(d)} for the best disaggregated deployment, "
             f"{d.label}. One pool shares every GPU between prompts and decoding ({per(a):,.0f} against "
             f"{per(d):,.0f} output tokens/s per GPU), while the split pools each need headroom of their own "
