@@ -53,6 +53,7 @@ class Option:
     kind: str | None = None  # split | fit | kv | ttft | tpot | gpus | slo | pruned
     trials: list[Trial] = field(default_factory=list)
     lower_bound_replicas: int | None = None
+    note: str = ""  # e.g. ", chunk 4,096" when the chunked-prefill size is searched
 
     @property
     def best(self) -> Trial | None:
@@ -62,7 +63,7 @@ class Option:
     @property
     def label(self) -> str:
         mb = f", max batch {self.max_batch}" if self.max_batch else ""
-        return f"{self.hw.name} TP{self.tp}{mb}"
+        return f"{self.hw.name} TP{self.tp}{mb}{self.note}"
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,7 @@ class _Search:
         self.dt = dt
         self.prefix = cached_prefix(spec.prefix_cache, self.T, spec.serving.block_size)
         self.sims = 0
-        self.done: dict[tuple, list[Trial]] = {}  # (hardware, TP, replicas) -> simulated trials
+        self.done: dict[tuple, list[Trial]] = {}  # (hardware, TP, chunk, replicas) -> simulated trials
 
     def trial(self, opt: Option, rep: Replica, sat: SteadyState, R: int) -> Trial:
         for t in opt.trials:
@@ -191,12 +192,13 @@ class _Search:
                 return t
         a = self.arrival
         budget = max(rep.serving.max_batched_tokens, rep.max_batch)
-        for t in self.done.get((rep.hw.name, rep.tp, R), []):
+        for t in self.done.get((rep.hw.name, rep.tp, rep.serving.max_batched_tokens, R), []):
             # a run whose batch never reached its cap is the same run under any larger cap
             same_budget = max(t.replica.serving.max_batched_tokens, t.replica.max_batch) == budget
             if same_budget and t.same_as is None and t.sim.timeline["running"].max() < min(rep.max_batch,
                                                                                          t.replica.max_batch):
                 trial = Trial(rep, R, opt.price_per_gpu_hour, t.sim, sat, t.load, t.utilisation, self.targets,
+                              note=opt.note,
                               same_as=t.replica.max_batch)
                 opt.trials.append(trial)
                 return trial
@@ -210,9 +212,9 @@ class _Search:
             sim = simulate(rep, self.T, self.G, concurrency=clients, seed=self.wl.spec.seed, prefix=self.prefix)
             load, util = steady_state(rep, self.T, self.G, batch_cap=clients, prefix=self.prefix), None
         self.sims += 1
-        t = Trial(rep, R, opt.price_per_gpu_hour, sim, sat, load, util, self.targets)
+        t = Trial(rep, R, opt.price_per_gpu_hour, sim, sat, load, util, self.targets, note=opt.note)
         opt.trials.append(t)
-        self.done.setdefault((rep.hw.name, rep.tp, R), []).append(t)
+        self.done.setdefault((rep.hw.name, rep.tp, rep.serving.max_batched_tokens, R), []).append(t)
         return t
 
     def fewest_replicas(self, opt: Option, rep: Replica, sat: SteadyState, lo: int, hi: int) -> None:
@@ -247,6 +249,7 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
     options: list[Option] = []
     candidates = []
     longest = int((T + G - 1).max())
+    chunks = sorted(set(spec.chunk_tokens or [spec.serving.max_batched_tokens]))
     for hw in wl.hardware:
         price = wl.price_per_gpu_hour(hw)
         for tp in sorted(set(spec.tp)):
@@ -260,47 +263,52 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
                 opt.reason, opt.kind = f"cannot split: {why}", "split"
                 options.append(opt)
                 continue
-            base = Replica(model, hw, tp, max(spec.max_batch), dt, spec.serving)
-            kv = base.kv
-            if not kv.fits:
-                short = -kv.kv_bytes
-                opt.reason = (f"does not fit: weights {kv.weights_bytes / GB:.1f} GB + workspace "
-                              f"{kv.workspace_bytes / GB:.2f} GB per GPU leave no KV room in "
-                              f"{kv.usable_bytes / GB:.1f} GB usable ({hw.memory_gb:g} GB x "
-                              f"{kv.utilization:g}; short by {short / GB:.1f} GB)")
-                opt.kind = "fit"
-                options.append(opt)
-                continue
-            wm = math.ceil(spec.serving.watermark * kv.pages)
-            if kv.pages_for(longest) > kv.pages - wm:
-                opt.reason = (f"KV cache: the longest request holds {longest:,} positions; the replica's "
-                              f"{kv.pages:,} pages hold {kv.pages * kv.block_size:,}")
-                opt.kind = "kv"
-                options.append(opt)
-                continue
-            floor = _floor_reason(_floors(base, T, G, search.prefix), search.targets)
-            if floor:
-                opt.kind, opt.reason = floor
-                options.append(opt)
-                continue
-            r_max = spec.max_gpus // tp
-            for mb in sorted(set(spec.max_batch)):
-                rep = base.with_max_batch(mb)
-                o = Option(hw, tp, mb, price)
-                sat = steady_state(rep, T, G, prefix=search.prefix)
-                if spec.arrival.rate_per_s is not None:
-                    lo = max(1, math.ceil(spec.arrival.rate_per_s / sat.requests_per_s * (1 + 1e-9)))
-                else:
-                    lo = 1
-                o.lower_bound_replicas = lo
-                options.append(o)
-                if lo > r_max:
-                    o.reason = (f"falls behind: keeping up needs >= {_n(lo, 'replica')} ({lo * tp} GPUs; closed-form "
-                                f"capacity {sat.requests_per_s:.3g} req/s each), max_gpus {spec.max_gpus}")
-                    o.kind = "gpus"
+            for chunk in chunks:
+                serving = spec.serving if chunk == spec.serving.max_batched_tokens else \
+                    spec.serving.model_copy(update={"max_batched_tokens": chunk})
+                note = f", chunk {chunk:,}" if len(chunks) > 1 else ""
+                opt = Option(hw, tp, None, price, note=note)
+                base = Replica(model, hw, tp, max(spec.max_batch), dt, serving)
+                kv = base.kv
+                if not kv.fits:
+                    short = -kv.kv_bytes
+                    opt.reason = (f"does not fit: weights {kv.weights_bytes / GB:.1f} GB + workspace "
+                                  f"{kv.workspace_bytes / GB:.2f} GB per GPU leave no KV room in "
+                                  f"{kv.usable_bytes / GB:.1f} GB usable ({hw.memory_gb:g} GB x "
+                                  f"{kv.utilization:g}; short by {short / GB:.1f} GB)")
+                    opt.kind = "fit"
+                    options.append(opt)
                     continue
-                bound = lo * tp * (price if price is not None else 1.0)
-                candidates.append((price is None, bound, lo * tp, o, rep, sat, lo, r_max))
+                wm = math.ceil(serving.watermark * kv.pages)
+                if kv.pages_for(longest) > kv.pages - wm:
+                    opt.reason = (f"KV cache: the longest request holds {longest:,} positions; the replica's "
+                                  f"{kv.pages:,} pages hold {kv.pages * kv.block_size:,}")
+                    opt.kind = "kv"
+                    options.append(opt)
+                    continue
+                floor = _floor_reason(_floors(base, T, G, search.prefix), search.targets)
+                if floor:
+                    opt.kind, opt.reason = floor
+                    options.append(opt)
+                    continue
+                r_max = spec.max_gpus // tp
+                for mb in sorted(set(spec.max_batch)):
+                    rep = base.with_max_batch(mb)
+                    o = Option(hw, tp, mb, price, note=note)
+                    sat = steady_state(rep, T, G, prefix=search.prefix)
+                    if spec.arrival.rate_per_s is not None:
+                        lo = max(1, math.ceil(spec.arrival.rate_per_s / sat.requests_per_s * (1 + 1e-9)))
+                    else:
+                        lo = 1
+                    o.lower_bound_replicas = lo
+                    options.append(o)
+                    if lo > r_max:
+                        o.reason = (f"falls behind: keeping up needs >= {_n(lo, 'replica')} ({lo * tp} GPUs; closed-form "
+                                    f"capacity {sat.requests_per_s:.3g} req/s each), max_gpus {spec.max_gpus}")
+                        o.kind = "gpus"
+                        continue
+                    bound = lo * tp * (price if price is not None else 1.0)
+                    candidates.append((price is None, bound, lo * tp, o, rep, sat, lo, r_max))
     candidates.sort(key=lambda c: c[:3])
     met: list[Trial] = []
     for unpriced, bound, gpus, o, rep, sat, lo, r_max in candidates:

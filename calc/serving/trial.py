@@ -30,6 +30,7 @@ class Trial:
     utilisation: float | None  # offered / closed-form capacity (open loop)
     targets: dict
     same_as: int | None = None  # the max batch whose simulation this reuses (its cap never bound)
+    note: str = ""  # e.g. ", chunk 4,096" when the chunked-prefill size is searched
 
     @property
     def gpus(self) -> int:
@@ -42,7 +43,7 @@ class Trial:
     @property
     def label(self) -> str:
         r = self.replica
-        return f"{self.replicas} x {r.hw.name} TP{r.tp}, max batch {r.max_batch}"
+        return f"{self.replicas} x {r.hw.name} TP{r.tp}, max batch {r.max_batch}{self.note}"
 
     @cached_property
     def stats(self) -> dict[str, float]:

@@ -12,6 +12,7 @@ YAML (``roofline plan WORKLOAD.yaml``); every key is checked (``extra="forbid"``
     # or, instead of the two: trace: traces/chat.csv (columns prompt_len,output_len)
     slo: {ttft_p99_s: 1.0, tpot_p99_s: 0.05}
     max_gpus: 16
+    chunk_tokens: [2048, 8192]          # optional: chunked-prefill sizes searched (else serving's)
     prices: {h100-sxm: 2.49}            # USD per GPU-hour, overriding the profiles
     requests: 2000                      # simulated per configuration
     seed: 0
@@ -249,6 +250,7 @@ class Workload(_Spec):
     max_gpus: int = Field(default=8, ge=1)
     tp: list[int] = Field(default=[1, 2, 4, 8], min_length=1)
     max_batch: list[int] = Field(default=[16, 32, 64, 128, 256, 512], min_length=1)
+    chunk_tokens: list[int] | None = Field(default=None, min_length=1)  # chunked-prefill sizes to search
     prices: dict[str, float] = Field(default_factory=dict)
     engine: str | None = None  # serving-engine preset (calc/data/engines.yaml); default: the profiles' own
     serving: Serving = Serving()
@@ -266,6 +268,8 @@ class Workload(_Spec):
         for key, values in (("tp", self.tp), ("max_batch", self.max_batch)):
             if any(v < 1 for v in values):
                 raise ValueError(f"{key} values must be >= 1")
+        if self.chunk_tokens is not None and any(v < 16 for v in self.chunk_tokens):
+            raise ValueError("chunk_tokens values must be >= 16 (tokens per step, as serving.max_batched_tokens)")
         dg = self.disaggregation
         if dg is not None:
             if self.arrival.rate_per_s is None:
