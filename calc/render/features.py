@@ -36,7 +36,7 @@ def prefix_section(d: Doc, e: PrefixEffect, targets: dict) -> None:
     d.table(["per replica", "with prefix caching", "without"], rows, "lrr")
 
 
-def _usd(t) -> str:
+def _cost_text(t) -> str:
     return f"${t.usd_per_hour:,.2f}/h" if t.usd_per_hour is not None else f"{t.gpus} GPUs (unpriced)"
 
 
@@ -58,12 +58,12 @@ def disagg_why(plan) -> str:
                 f"(TPOT p99 {render.seconds(d.stats['tpot_p99'])}, TTFT p99 {render.seconds(d.stats['ttft_p99'])}).")
     per = lambda t: t.output_tokens_per_s / t.gpus  # noqa: E731
     if plan.winner == "disaggregated":
-        return (f"Disaggregated wins: {d.label} costs {_usd(d)} against {_usd(a)} for {a.label}. Prefill chunks no "
+        return (f"Disaggregated wins: {d.label} costs {_cost_text(d)} against {_cost_text(a)} for {a.label}. Prefill chunks no "
                 f"longer share steps with decoding, so the decode pool holds TPOT p99 at "
                 f"{render.seconds(d.stats['tpot_p99'])} on {d.decode_replicas * d.decode.tp} GPUs, where aggregated "
                 f"replicas need {a.gpus} GPUs to hold it at {render.seconds(a.stats['tpot_p99'])}: {per(d):,.0f} "
                 f"against {per(a):,.0f} output tokens/s per GPU. The KV transfer adds {_tx(d)} to TTFT.")
-    return (f"Aggregated wins: {a.label} costs {_usd(a)} against {_usd(d)} for the best disaggregated deployment, "
+    return (f"Aggregated wins: {a.label} costs {_cost_text(a)} against {_cost_text(d)} for the best disaggregated deployment, "
             f"{d.label}. One pool shares every GPU between prompts and decoding ({per(a):,.0f} against "
             f"{per(d):,.0f} output tokens/s per GPU), while the split pools each need headroom of their own "
             f"and the KV transfer adds {_tx(d)} to TTFT; interference from prefill chunks costs less here "
@@ -80,7 +80,7 @@ def disagg_section(d: Doc, plan, front_png: bytes) -> None:
         if t is None:
             rows.append([kind, "none meets the SLOs", "", "", "", "", ""])
             continue
-        rows.append([kind, t.label, str(t.gpus), _usd(t), f"{t.output_tokens_per_s / t.gpus:,.0f}",
+        rows.append([kind, t.label, str(t.gpus), _cost_text(t), f"{t.output_tokens_per_s / t.gpus:,.0f}",
                      f"{1 / t.stats['tpot_p50']:,.1f}", f"{render.seconds(t.stats['ttft_p99'])} / "
                      f"{render.seconds(t.stats['tpot_p99'])}"])
     d.table(["", "best", "GPUs", "cost", "out tok/s per GPU", "tok/s per user", "TTFT / TPOT p99"], rows, "llrrrrr")

@@ -17,18 +17,14 @@ from calc.core import text as render
 from calc.core.errors import SpecError
 from calc.core.files import atomic_write
 from calc.core.units import GB
-from calc.cost.dtypes import Dtypes
-from calc.plot.plan import kv_png, mean_step, pareto_png, roofline_png
+from calc.plot.plan import kv_png, pareto_png, roofline_png
 from calc.render.doc import Doc
 from calc.render.features import disagg_record, disagg_section, prefix_section
+from calc.render.plan_notes import _usd, assumptions, changes
 from calc.serving.plan import Plan, Trial
 from calc.spec.workload import Target
 
 # --------------------------------------------------------------------------- numbers
-
-
-def _usd(v: float | None, digits: int = 2) -> str:
-    return "unknown" if v is None else f"${v:,.{digits}f}"
 
 
 def _dist_text(d) -> str:
@@ -228,108 +224,6 @@ def _replica_rows(t: Trial) -> list[list[str]]:
     return rows
 
 
-def _changes(plan: Plan) -> list[str]:
-    """What would change the answer, computed from the plan."""
-    from calc.serving.capacity import Replica
-    from calc.serving.kvbudget import kv_budget
-
-    c = plan.chosen
-    out = []
-    spec = plan.workload.spec
-    if c is None:
-        return ["Looser SLOs, a larger max_gpus, or faster hardware: see the closest configuration above."]
-    r = c.replica
-    opt = next(o for o in plan.options if c in o.trials)
-    fewer = [t for t in opt.trials if t.replicas == c.replicas - 1]
-    if spec.arrival.rate_per_s is not None:
-        rate = spec.arrival.rate_per_s
-        if fewer:
-            out.append(f"**Load.** With {c.replicas - 1} replica{'s' * (c.replicas > 2)} this configuration misses "
-                       f"({fewer[0].why()}), so the plan holds up to somewhere below "
-                       f"{rate * c.replicas / (c.replicas - 1):.3g} req/s; beyond that add a replica.")
-        else:
-            out.append(f"**Load.** Each replica saturates at about {c.saturation.requests_per_s:.3g} req/s (closed "
-                       f"form); at {rate:g} req/s over {c.replicas} replica{'s' * (c.replicas > 1)} it runs at "
-                       f"{c.utilisation:.0%} of that, and fewer replicas could not keep up.")
-    ratios = sorted(((v / c.targets[k], k, v) for k, v in c.stats.items() if k in c.targets), reverse=True)
-    if ratios:
-        q, k, v = ratios[0]
-        out.append(f"**SLOs.** The tightest is {Target.of(k, c.targets[k]).label}: {render.seconds(v)} against {render.seconds(c.targets[k])} ({q:.0%} of it); "
-                   "a target below that needs more replicas, a smaller max batch or faster hardware.")
-    others = [t for t in plan.ranked if t is not c]
-    if others:
-        o = others[0]
-        if o.usd_per_hour is not None and c.usd_per_hour is not None:
-            same = abs(o.usd_per_hour - c.usd_per_hour) < 1e-9
-            line = (f"**Runner-up.** {o.label} costs {_usd(o.usd_per_hour)}/hour "
-                    + ("too (ranked second on headroom: its worst SLO is at "
-                       f"{o.miss_ratio:.0%} of its target, the chosen one's at {c.miss_ratio:.0%})" if same else
-                       f"({(o.usd_per_hour / c.usd_per_hour - 1):+.0%})"))
-            if o.replica.hw.name != r.hw.name and not same:
-                line += (f"; it would win if {o.replica.hw.name} cost under "
-                         f"{_usd(c.usd_per_hour / o.gpus)}/GPU-hour (now {_usd(o.price_per_gpu_hour)})")
-            out.append(line + ".")
-    if plan.dtypes.kv in ("bf16", "fp16", "fp32"):
-        dt8 = Dtypes(plan.dtypes.weight, "fp8", plan.dtypes.compute, plan.dtypes.group_size)
-        kv8 = kv_budget(r.model, r.hw, dt8, r.par, spec.serving)
-        out.append(f"**FP8 KV cache.** {r.kv.pages:,} -> {kv8.pages:,} pages per replica; this matters when the "
-                   f"KV cache binds (here the bottleneck is {c.bottleneck}; mean KV use {c.sim.kv_used_mean:.0%}).")
-    if plan.dtypes.weight in ("bf16", "fp16", "fp32"):
-        fp8 = Replica(r.model, r.hw, r.tp, r.max_batch, Dtypes.resolve(r.model, "fp8", plan.dtypes.kv), spec.serving)
-        a, _, _ = mean_step(c, False)
-        from calc.cost.latency import mixed_step_cost
-
-        n = max(int(round(c.sim.running_mean)), 1)
-        ctx = float(np.mean(c.sim.prompt_len + (c.sim.output_len - 1) / 2.0))
-        b = mixed_step_cost(r.model, r.hw, [1.0] * n, [ctx] * n, fp8.dt, fp8.eff, r.attention, r.par)
-        out.append(f"**FP8 weights.** Weights per GPU {r.kv.weights_bytes / GB:.1f} -> {fp8.kv.weights_bytes / GB:.1f} "
-                   f"GB, the mean decode step {render.seconds(float(a.time_s))} -> {render.seconds(float(b.time_s))} (quality permitting).")
-    hw = r.hw
-    bt = c.sim.bound_time_s
-    total = max(sum(bt.values()), 1e-30)
-    cal = "calibrated" if hw.calibration is not None else "not calibrated (data-sheet peaks x assumed efficiencies)"
-    out.append(f"**Efficiencies.** The {hw.name} profile is {cal}: compute {hw.efficiency.compute:g}, memory "
-               f"{hw.efficiency.memory:g}. {bt['memory'] / total:.0%} of step time is memory-bound and "
-               f"{bt['compute'] / total:.0%} compute-bound, so a 10% lower memory efficiency stretches about "
-               f"{bt['memory'] / total:.0%} of the time by 10%. `roofline calibrate` on the device narrows this.")
-    out.append(f"**Chunked prefill.** Decoding requests share steps with prefill chunks of up to "
-               f"{spec.serving.max_batched_tokens:,} tokens: a smaller budget shortens those stalls (TPOT) and "
-               "lengthens prefills (TTFT).")
-    return out
-
-
-def _assumptions(plan: Plan) -> list[str]:
-    c = plan.chosen or plan.closest
-    out = [
-        "Serving model: one replica = TP GPUs with one copy of the weights (PP = 1); replicas split the load "
-        "evenly. Continuous batching as vLLM schedules it: running requests first, FCFS admission when the "
-        "whole prompt's KV pages (plus the watermark) are free, chunked prefill within the token budget, "
-        "preemption by recompute of the most recently admitted request when a page runs out.",
-        "Step time = `calc.cost.latency.mixed_step_cost` of the step's ragged batch (weights read once per step), "
-        "through a step model fitted per configuration (max relative error "
-        f"{max((t.replica.steps.max_fit_error for t in plan.trials), default=0.0):.1g} on its fit steps).",
-        "TTFT counts queueing from arrival; TPOT is each request's (e2e - TTFT) / (G - 1); percentiles leave "
-        "out the first and last 5% of arrivals (warm-up, drain). Goodput = completed requests per second x the "
-        "share meeting every SLO bound. Tokenisation, network and sampling beyond argmax are not modelled.",
-    ]
-    for hw in plan.workload.hardware:
-        price = plan.workload.price_per_gpu_hour(hw)
-        if price is None:
-            p = "price unknown (ranked by GPU count)"
-        elif hw.name in plan.workload.spec.prices:
-            p = f"{_usd(price)}/GPU-hour (workload override)"
-        else:
-            p = f"{_usd(price)}/GPU-hour ({hw.price.source})"
-        e = hw.efficiency
-        cal = "calibrated" if hw.calibration is not None else "uncalibrated"
-        out.append(f"{hw.name}: {hw.memory_gb:g} GB, {hw.memory_bandwidth_tb_s:g} TB/s; efficiencies compute "
-                   f"{e.compute:g}, memory {e.memory:g} ({cal}); {p}.")
-    if c is not None and plan.workload.model.attention.kind == "mla":
-        out.append("MLA: a step that carries a prefill chunk is costed with the expanded (prefill) form for all "
-                   "its tokens, which overstates mixed steps.")
-    return out
-
-
 def build_report(plan: Plan) -> Doc:
     wl = plan.workload
     d = Doc()
@@ -373,9 +267,9 @@ def build_report(plan: Plan) -> Doc:
 
         disagg_section(d, plan, front_png(plan))
     d.h(2, "Assumptions")
-    d.ul(_assumptions(plan))
+    d.ul(assumptions(plan))
     d.h(2, "What would change the answer")
-    d.ul(_changes(plan))
+    d.ul(changes(plan))
     return d
 
 
