@@ -50,10 +50,13 @@ def plan_cmd(
 @command("accuracy")
 def accuracy_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for README.md, predictions.csv and errors.png.")] = Path("reports/accuracy"),
-    fit: Annotated[bool, typer.Option("--fit/--no-fit", help="Refit the presets on the fit half (about 20 s).")] = True,
+    fit: Annotated[bool, typer.Option("--fit/--no-fit", help="Refit the fitted preset fields leave-one-source-out (a minute or two); --no-fit: presets as committed.")] = True,
+    record_previous: Annotated[bool, typer.Option("--record-previous", help="Only record the committed presets' predictions as the 'previous presets' column (reports/accuracy/previous_presets.csv); run before the presets change.")] = False,
 ) -> None:
-    """Predict every published measurement (reports/accuracy/published.csv): ideal roofline, presets, refitted; errors in %."""
-    from calc.accuracy.report import write_accuracy_report
+    """Predict every published measurement (reports/accuracy/published.csv): ideal roofline, previous presets, current model held out by source; errors in %."""
+    from calc.accuracy import report
 
-    summary = write_accuracy_report(Path(out), fit=fit)
-    typer.echo(summary)
+    if record_previous:
+        typer.echo(report.record_previous())
+        return
+    typer.echo(report.write_accuracy_report(Path(out), fit=fit))

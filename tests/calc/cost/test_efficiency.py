@@ -1,14 +1,11 @@
-"""The efficiency model's shape, engine presets, and the published-accuracy harness."""
+"""The efficiency model's shape and the engine presets (the accuracy harness: tests/calc/accuracy/)."""
 
-import csv
-import math
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from calc import SpecError, load_hardware, load_model
-from calc.accuracy.harness import PUBLISHED, half_of, load_rows, predict, stats
 from calc.cli.app import app
 from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
@@ -80,42 +77,6 @@ def test_unknown_engine():
     assert r.exit_code == 2 and "unknown engine" in r.output
     r = CliRunner().invoke(app, ["engines"])
     assert r.exit_code == 0 and "llama.cpp" in r.output
-
-
-def test_rows_load_and_split_deterministically():
-    rows, skipped = load_rows()
-    assert len(rows) + len(skipped) >= 100
-    assert {r.metric for r in rows} >= {"decode_tokens_per_s", "prefill_tokens_per_s", "ttft_s", "output_tokens_per_s"}
-    assert len({r.hardware for r in rows}) >= 5 and len({r.engine for r in rows}) >= 2
-    assert all(r.half == half_of(r.id) for r in rows)
-    assert 0.35 < sum(r.half == "fit" for r in rows) / len(rows) < 0.65
-
-
-def test_a_batch1_decode_row_by_hand():
-    # llama.cpp, Llama-3-8B F16 on an RTX 4090, tg512: 512 tokens from an empty context
-    [row] = [r for r in load_rows()[0] if r.id == "xd-rtx-4090-8b-f16-tg512"]
-    est = estimate(load_model("llama-3-8b"), load_hardware("rtx-4090"), 1, 1, 512, Setup.of(weight_dtype="fp16", kv_dtype="fp16", ideal=True))
-    assert predict(row, None) == pytest.approx(1 / float(est.tpot_s))
-    # the ideal roofline reads every weight but the embedding table (one row of it) per token:
-    # (8,030,261,248 - 128,256 x 4,096) x 2 B = 15.01 GB at 1.008 TB/s, ~67 tokens/s at most
-    weights = (8_030_261_248 - 128_256 * 4_096) * 2
-    assert 0.97 * 1.008e12 / weights < predict(row, None) < 1.008e12 / weights
-
-
-def test_held_out_accuracy_with_the_committed_presets_and_report_is_current():
-    rows, _ = load_rows()
-    presets = engines()
-    held = [r for r in rows if r.half == "held-out"]
-    default = {r.id: predict(r, presets[r.preset]) for r in held}
-    ideal = {r.id: predict(r, None) for r in held}
-    d = stats([default[r.id] / r.value - 1 for r in held])
-    i = stats([ideal[r.id] / r.value - 1 for r in held])
-    print(f"held-out median |error|: presets {d['median']:.1%} (p90 {d['p90']:.1%}), ideal {i['median']:.1%}")
-    assert d["median"] <= 0.25 < i["median"]
-    # reports/accuracy/predictions.csv was written with these presets
-    committed = {r["id"]: float(r["default"]) for r in csv.DictReader(open(PUBLISHED.parent / "predictions.csv"))}
-    for rid, value in default.items():
-        assert math.isclose(committed[rid], value, rel_tol=1e-6), rid
 
 
 def test_hf_preset_computes_logits_for_every_prompt_position(setup):

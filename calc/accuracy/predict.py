@@ -1,0 +1,84 @@
+"""A published row's metric from the calculator, for one engine preset (or the ideal roofline).
+
+decode_tokens_per_s   1 / TPOT at the row's batch (1 if absent) over its lengths
+prefill_tokens_per_s  B * T / TTFT
+ttft_s, tpot_s, e2e_s  the request model's TTFT, TPOT, e2e at the row's batch; client-side
+                      TTFT and e2e add the preset's per-request serving time
+output_tokens_per_s   a fixed batch: B * G / e2e; a concurrency or "max load": the
+                      continuous-batching steady state (calc.serving.capacity) with that many
+                      running requests, or as many as the KV cache holds; times
+                      data-parallel replicas (GPUs / (TP x PP))
+output_tokens_per_s_per_gpu  the same, over the row's GPUs
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calc.accuracy.rows import PUBLISHED, Row
+from calc.core.errors import SpecError
+from calc.spec.catalog import load_hardware, load_model
+from calc.spec.engine import EngineSpec
+
+GROUP_SIZE = {"llama.cpp": 32}  # GGUF Q4_0/Q8_0 blocks: 32 weights per fp16 scale
+# NVFP4: one fp8 scale per 16 weights = 0.5 bit a weight, what the calculator's one fp16
+# scale per 32 weights also counts.
+FP4_GROUP = 32
+MAX_LOAD_BATCH = 2048  # engines' running-batch cap when a row gives none (TRT-LLM's max_batch_size default)
+
+
+def predict(row: Row, preset: EngineSpec | None) -> float:
+    """The row's metric from the calculator; preset None: the ideal roofline."""
+    from calc.cost.latency import estimate
+    from calc.cost.setup import Setup
+
+    ideal = preset is None or preset.ideal
+    # the "ideal" preset: peaks and data-sheet bandwidth, also inside calc.serving.capacity
+    hw = load_hardware(row.hardware).with_engine("ideal" if ideal else preset)
+    model = load_model(row.model)
+    attention = "fused" if ideal else preset.attention_kernel
+    group = FP4_GROUP if row.weight_dtype == "fp4" else GROUP_SIZE.get(row.engine, 128)
+    kw = dict(weight_dtype=row.weight_dtype, kv_dtype=row.kv_dtype, compute_dtype=row.compute_dtype,
+              group_size=group, attention=attention, ideal=ideal, tp=row.tp, pp=row.pp)
+    replicas = max(row.gpus // (row.tp * row.pp), 1)
+    T, G = row.prompt_len, row.output_len
+    m = row.metric
+    if m in ("output_tokens_per_s", "output_tokens_per_s_per_gpu") and row.batch is None:
+        total = replicas * _steady_output(model, hw, row, kw)
+        return total / row.gpus if m.endswith("_per_gpu") else total
+    B = row.batch or row.concurrency or 1
+    est = estimate(model, hw, B, T, max(G, 2) if m in ("decode_tokens_per_s", "tpot_s") else G, Setup.of(**kw))
+    serving = 0.0 if ideal else preset.request_overhead_us * 1e-6  # named, outside the model's TTFT
+    if m == "decode_tokens_per_s":
+        return float(1.0 / est.tpot_s)
+    if m == "prefill_tokens_per_s":
+        return float(B * T / est.ttft_s)
+    if m == "ttft_s":
+        return float(est.ttft_s) + serving
+    if m == "tpot_s":
+        return float(est.tpot_s)
+    if m == "e2e_s":
+        return float(est.e2e_s) + serving
+    if m == "output_tokens_per_s":
+        return replicas * float(est.output_tokens_per_s)
+    if m == "output_tokens_per_s_per_gpu":
+        return replicas * float(est.output_tokens_per_s) / row.gpus
+    if m == "total_tokens_per_s":
+        return replicas * float(est.total_tokens_per_s)
+    raise SpecError(str(PUBLISHED), "metric", f"unknown metric {m!r} in row {row.id}")
+
+
+def _steady_output(model, hw, row: Row, kw: dict) -> float:
+    """Output tokens/s of one replica under continuous batching at the row's concurrency
+    (or as many running requests as the KV cache and the engine's cap allow)."""
+    from calc.cost.dtypes import Dtypes
+    from calc.serving.capacity import Replica, steady_state
+    from calc.spec.workload import Serving
+
+    dt = Dtypes.resolve(model, kw["weight_dtype"], kw["kv_dtype"], kw["compute_dtype"], kw["group_size"])
+    rep = Replica(model, hw, row.tp, row.concurrency or MAX_LOAD_BATCH, dt, Serving(max_batched_tokens=8192),
+                  kw["attention"])
+    if not rep.kv.fits:
+        return float("nan")
+    st = steady_state(rep, np.array([row.prompt_len]), np.array([max(row.output_len, 2)]))
+    return float(st.output_tokens_per_s)

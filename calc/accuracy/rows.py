@@ -1,0 +1,110 @@
+"""The published measurements (reports/accuracy/published.csv) as rows the calculator can predict.
+
+Each row names its publisher: leave-one-source-out scores a publisher's rows with parameters
+fitted on everyone else's (calc.accuracy.fit), so a publisher is the unit nothing may leak across.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from calc.core.errors import SpecError
+from calc.spec.catalog import REPO_ROOT, hardware_catalog, model_catalog
+
+PUBLISHED = REPO_ROOT / "reports" / "accuracy" / "published.csv"
+ENGINE_OF = {"tensorrt-llm": "trtllm", "nim": "trtllm", "vllm": "vllm", "sglang": "sglang",
+             "llama.cpp": "llama.cpp", "hf": "hf", "mlc-llm": "default", "exllama": "default"}
+MODEL_ALIASES = {"codellama/CodeLlama-7b-hf": "codellama-7b"}
+# Metrics the harness can predict (calc.accuracy.predict says how each maps to the request model).
+METRICS = ("decode_tokens_per_s", "prefill_tokens_per_s", "ttft_s", "tpot_s", "e2e_s",
+           "output_tokens_per_s", "output_tokens_per_s_per_gpu", "total_tokens_per_s")
+# Catalog GPUs by architecture, for the per-family figures.
+GPU_FAMILY = {"a100-40gb": "Ampere", "a100-80gb-sxm": "Ampere", "a10g": "Ampere", "rtx-3080": "Ampere",
+              "rtx-3090": "Ampere", "l4": "Ada", "l40s": "Ada", "rtx-4090": "Ada", "h100-sxm": "Hopper",
+              "h100-pcie": "Hopper", "h200": "Hopper", "b200": "Blackwell", "gb200": "Blackwell",
+              "mi300x": "CDNA3", "mi325x": "CDNA3"}
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    publisher: str
+    engine: str
+    preset: str
+    model: str
+    hardware: str
+    weight_dtype: str
+    kv_dtype: str | None
+    compute_dtype: str | None
+    gpus: int
+    tp: int
+    pp: int
+    batch: int | None
+    concurrency: int | None
+    prompt_len: int
+    output_len: int
+    metric: str
+    value: float
+
+    @property
+    def family(self) -> str:
+        return GPU_FAMILY.get(self.hardware, "other")
+
+
+def _num(v) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def _compute_dtype(weight: str, act: str | None) -> str | None:
+    """The matmul dtype: fp8 activations (or fp8 weights with none stated) run fp8 GEMMs.
+    fp4 activations (NVFP4) have no fp4 matmul in the calculator: left to its default
+    (weight-only fp4, dequantised), which the report says."""
+    return "fp8" if act == "fp8" or (weight == "fp8" and act is None) else None
+
+
+def load_rows(path: Path = PUBLISHED) -> tuple[list[Row], list[tuple[str, str]]]:
+    """Rows the calculator can predict, and (id, why not) for the rest."""
+    import csv
+
+    rows, skipped = [], []
+    models, hws = model_catalog(), hardware_catalog()
+    with open(path, newline="") as fh:
+        for r in csv.DictReader(fh):
+            rid = r["id"]
+            if not r.get("publisher"):
+                raise SpecError(str(path), "publisher", f"row {rid} names no publisher")
+            if r["metric"] not in METRICS:
+                raise SpecError(str(path), "metric", f"unknown metric {r['metric']!r} in row {rid}")
+            model = MODEL_ALIASES.get(r["model"], r["model"])
+            T, G = _num(r["input_len"]), _num(r["output_len"])
+            why = None
+            if model not in models:
+                why = f"model {r['model']} not in the catalog"
+            elif r["gpu"] not in hws:
+                why = f"gpu {r['gpu']} not in the catalog"
+            elif T is None or G is None:
+                why = "input or output length not published"
+            if why:
+                skipped.append((rid, why))
+                continue
+            gpus = int(_num(r["num_gpus"]) or 1)
+            tp = _num(r["tp"])
+            # llama.cpp splits layers across GPUs (pipeline) unless told otherwise
+            tp, pp = (int(tp), 1) if tp is not None else (1, gpus)
+            w = r["weight_dtype"]
+            act = r["act_dtype"] or None
+            rows.append(Row(
+                id=rid, publisher=r["publisher"], engine=r["engine"], preset=ENGINE_OF.get(r["engine"], "default"),
+                model=model, hardware=r["gpu"], weight_dtype=w, kv_dtype=r["kv_dtype"] or (w if w == "fp8" else None),
+                compute_dtype=_compute_dtype(w, act), gpus=gpus, tp=tp, pp=pp,
+                batch=int(_num(r["batch"])) if _num(r["batch"]) else None,
+                concurrency=int(_num(r["concurrency"])) if _num(r["concurrency"]) else None,
+                prompt_len=max(int(T), 1), output_len=max(int(G), 1), metric=r["metric"], value=float(r["value"]),
+            ))
+    return rows, skipped

@@ -1,0 +1,100 @@
+"""Leave-one-source-out: no fit sees the publisher it is scored on; the fit spec is data."""
+
+import math
+
+import pytest
+
+from calc import SpecError
+from calc.accuracy.fit import FitParam, FitSpec, Predictor, fit, folds, load_fit_spec, loso, priors
+from calc.accuracy.rows import Row
+from calc.spec.engine import engines
+
+
+def _row(rid, publisher, value, engine="vllm"):
+    return Row(id=rid, publisher=publisher, engine=engine, preset=engine, model="llama-3.1-8b", hardware="h100-sxm",
+               weight_dtype="bf16", kv_dtype=None, compute_dtype=None, gpus=1, tp=1, pp=1, batch=1,
+               concurrency=None, prompt_len=128, output_len=128, metric="tpot_s", value=value)
+
+
+TINY = [_row("a1", "A", 1.0), _row("a2", "A", 1.0), _row("b1", "B", 4.0), _row("c1", "C", 16.0),
+        _row("c2", "C", 16.0, engine="trtllm")]
+SPEC = FitSpec(fitted={"step_overhead_us": FitParam(scope="engine", bounds=(1.0, 1e6), prior=100.0)})
+
+
+class Seen:
+    """A fake calculator: the prediction is the preset's step overhead; it records every row it was asked for."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, row, preset):
+        self.calls.append(row.id)
+        return preset.step_overhead_us
+
+
+def test_folds_by_hand():
+    f = folds(TINY)
+    assert list(f) == ["A", "B", "C"]
+    assert [r.id for r in f["A"][0]] == ["b1", "c1", "c2"] and [r.id for r in f["A"][1]] == ["a1", "a2"]
+    assert [r.id for r in f["B"][0]] == ["a1", "a2", "c1", "c2"] and [r.id for r in f["B"][1]] == ["b1"]
+    assert [r.id for r in f["C"][0]] == ["a1", "a2", "b1"] and [r.id for r in f["C"][1]] == ["c1", "c2"]
+
+
+def test_no_fold_fits_on_the_rows_it_scores():
+    trained = {}
+
+    def fitter(train, presets, spec, pred):
+        source = ({"A", "B", "C"} - {r.publisher for r in train}).pop()
+        trained[source] = [r.id for r in train]
+        return fit(train, presets, spec, pred)
+
+    seen = Seen()
+    predicted, fitted = loso(TINY, engines(), SPEC, seen, fitter=fitter)
+    assert trained == {"A": ["b1", "c1", "c2"], "B": ["a1", "a2", "c1", "c2"], "C": ["a1", "a2", "b1"]}
+    assert set(predicted) == {r.id for r in TINY} and set(fitted) == {"A", "B", "C"}
+    # the fake predicts the fitted overhead itself: fold A's vllm overhead saw b1 (4) and
+    # c1 (16), never a1/a2 (1); the best |log| fit of 4 and 16 lies in [4, 16], far from 1
+    assert 4.0 <= predicted["a1"] <= 16.0
+    # fold C leaves out the only trtllm row: trtllm keeps its prior, not a fit to c2
+    assert fitted["C"]["trtllm"].step_overhead_us == 100.0 == predicted["c2"]
+
+
+def test_fit_asks_only_for_the_rows_it_is_given():
+    seen = Seen()
+    fit(TINY[:3], engines(), SPEC, seen)
+    assert set(seen.calls) == {"a1", "a2", "b1"}
+
+
+def test_fit_stays_within_bounds_and_starts_from_priors():
+    spec = FitSpec(fitted={"step_overhead_us": FitParam(scope="engine", bounds=(50.0, 200.0), prior=100.0)})
+    out = fit([_row("x", "X", 1e5)], engines(), spec, Seen())  # the data pull far above the bound
+    assert out["vllm"].step_overhead_us == 200.0
+    start = priors(engines(), spec)
+    assert start["vllm"].step_overhead_us == 100.0 and start["ideal"].ideal  # the ideal preset is left alone
+
+
+def test_predictor_caches_per_row_and_fitted_values(monkeypatch):
+    seen = Seen()
+    monkeypatch.setattr("calc.accuracy.fit.predict", seen)
+    pred, p = Predictor(("step_overhead_us",)), engines()["vllm"]
+    pred(TINY[0], p)
+    pred(TINY[0], p)
+    pred(TINY[0], p.model_copy(update={"step_overhead_us": 7.0}))
+    assert seen.calls == ["a1", "a1"]  # the repeat was a cache hit, the changed value was not
+
+
+def test_committed_fit_spec_is_valid_and_names_preset_fields():
+    spec = load_fit_spec()
+    assert {"step_overhead_us", "request_overhead_us"} <= set(spec.fitted)
+    for name, p in spec.fitted.items():
+        lo, hi = p.bounds
+        assert lo <= p.prior_for("vllm") <= hi and math.isfinite(hi), name
+
+
+def test_bad_fit_spec_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match="must hold every prior"):
+        FitParam(scope="engine", bounds=(1.0, 2.0), prior=5.0)
+    bad = tmp_path / "fit.yaml"
+    bad.write_text("fitted:\n  no_such_field: {scope: engine, bounds: [0, 1], prior: 0.5}\n")
+    with pytest.raises(SpecError, match="not engine-preset fields"):
+        load_fit_spec(bad)
