@@ -4,19 +4,24 @@ Every row of reports/accuracy/published.csv (calc.accuracy.rows) is predicted
 (calc.accuracy.predict) by three models side by side:
 
 - ideal: the pure roofline (data-sheet peaks, no efficiencies, no overheads);
-- presets: the catalog profiles with the row engine's preset as committed in
-  calc/data/engines.yaml, no refit (those presets were fitted on a hash half of these rows,
-  so this column is not held out);
+- previous: the engine presets as they were before their kernel-level fields came from
+  kernel measurements, as recorded in reports/accuracy/previous_presets.csv (predicted by the
+  code of that commit; rows added since have none). Those presets were fitted on a hash
+  half of these rows, so this column is not held out;
 - current: the same model with the fields calc/data/accuracy_fit.yaml lists refitted
   leave-one-source-out (calc.accuracy.fit): each publisher's rows predicted with parameters
   fitted on every other publisher's rows, no parameter per row.
 
-The parameters fitted on all rows are reported too: what to adopt into engines.yaml.
+The presets as committed now (no refit) are kept beside them (`presets`), and the
+parameters fitted on all rows are reported too: what to adopt into engines.yaml.
 """
 
 from __future__ import annotations
 
+import csv
+import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from calc.accuracy.fit import FitSpec, Predictor, fit, load_fit_spec, loso
 from calc.accuracy.predict import predict
@@ -26,13 +31,15 @@ from calc.spec.engine import EngineSpec, engines
 
 __all__ = ["PUBLISHED", "MODELS", "Result", "Run", "Row", "load_rows", "predict", "run", "stats"]
 
-MODELS = (("ideal", "ideal roofline"), ("presets", "presets as committed"), ("current", "current model, LOSO"))
+PREVIOUS = PUBLISHED.parent / "previous_presets.csv"
+MODELS = (("ideal", "ideal roofline"), ("previous", "previous presets"), ("current", "current model, LOSO"))
 
 
 @dataclass(frozen=True)
 class Result:
     row: Row
     ideal: float
+    previous: float  # nan where the record has no prediction for the row
     presets: float
     current: float
 
@@ -54,6 +61,14 @@ class Run:
     folds: dict[str, dict[str, EngineSpec]]  # left-out publisher -> presets fitted without it
 
 
+def load_previous(path: Path = PREVIOUS) -> dict[str, float]:
+    """Row id -> the previous presets' prediction; empty without a record."""
+    if not path.exists():
+        return {}
+    with open(path, newline="") as fh:
+        return {r["id"]: float(r["predicted"]) if r["predicted"] else math.nan for r in csv.DictReader(fh)}
+
+
 def run(fit_rows: bool = True, rows: list[Row] | None = None) -> Run:
     """Predict every row three ways; ``fit_rows`` False: the current model is the presets
     as committed (no fit, quick)."""
@@ -70,5 +85,6 @@ def run(fit_rows: bool = True, rows: list[Row] | None = None) -> Run:
         fitted_all = fit(rows, presets, spec, pred)
     else:
         current, folds, fitted_all = committed, {}, presets
-    results = [Result(r, predict(r, None), committed[r.id], current[r.id]) for r in rows]
+    previous = load_previous()
+    results = [Result(r, predict(r, None), previous.get(r.id, math.nan), committed[r.id], current[r.id]) for r in rows]
     return Run(results, skipped, spec, fitted_all, folds)

@@ -13,11 +13,13 @@ output_tokens_per_s_per_gpu  the same, over the row's GPUs
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from calc.accuracy.rows import PUBLISHED, Row
 from calc.core.errors import SpecError
-from calc.spec.catalog import load_hardware, load_model
+from calc.spec import catalog
 from calc.spec.engine import EngineSpec
 
 GROUP_SIZE = {"llama.cpp": 32}  # GGUF Q4_0/Q8_0 blocks: 32 weights per fp16 scale
@@ -25,6 +27,11 @@ GROUP_SIZE = {"llama.cpp": 32}  # GGUF Q4_0/Q8_0 blocks: 32 weights per fp16 sca
 # scale per 32 weights also counts.
 FP4_GROUP = 32
 MAX_LOAD_BATCH = 2048  # engines' running-batch cap when a row gives none (TRT-LLM's max_batch_size default)
+
+# A fit predicts each row thousands of times; the catalog lists its folders on every lookup.
+# Specs are frozen, so one copy per name serves every prediction.
+load_model = lru_cache(maxsize=None)(catalog.load_model)
+load_hardware = lru_cache(maxsize=None)(catalog.load_hardware)
 
 
 def predict(row: Row, preset: EngineSpec | None) -> float:

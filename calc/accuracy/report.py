@@ -9,11 +9,13 @@ from pathlib import Path
 import numpy as np
 
 from calc.accuracy.fit import FIT_FILE
-from calc.accuracy.harness import MODELS, PUBLISHED, Run, run
+from calc.accuracy.harness import MODELS, PREVIOUS, PUBLISHED, Run, run
 from calc.accuracy.summary import GROUPINGS, done_when, figures, grouped_table, overall_table
 from calc.core import text as render
 from calc.core.errors import SpecError
 from calc.core.files import atomic_write
+
+WHICH = ("ideal", "previous", "presets", "current")  # every prediction predictions.csv keeps
 
 
 def _pct(x: float) -> str:
@@ -48,6 +50,16 @@ def _plot(r: Run, path: Path) -> None:
     atomic_write(path, lambda fh: fig.savefig(fh, format="png"))
 
 
+def _previous_note(r: Run) -> str:
+    n = sum(1 for x in r.results if math.isfinite(x.previous))
+    if not n:
+        return "no record: `roofline accuracy --record-previous` writes one"
+    with open(PREVIOUS, newline="") as fh:
+        commits = sorted({row["commit"] for row in csv.DictReader(fh)})
+    return (f"recorded in [{PREVIOUS.name}]({PREVIOUS.name}) by the code of commit {', '.join(commits)}, "
+            f"{n} of {len(r.results)} rows")
+
+
 def _params_table(r: Run) -> str:
     fields = list(r.spec.fitted)
     rows = []
@@ -63,6 +75,27 @@ def _params_table(r: Run) -> str:
     return render.table(rows, ["preset", *fields])
 
 
+def record_previous(path: Path = PREVIOUS) -> str:
+    """Record the presets as committed now as the "previous presets" column: their
+    prediction of every row, with the commit that made it. Run before the presets change."""
+    import subprocess
+
+    from calc.accuracy.predict import predict
+    from calc.accuracy.rows import load_rows
+    from calc.spec.engine import engines
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=PUBLISHED.parent, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    presets = engines()
+    rows = load_rows()[0]
+    atomic_write(path, render.to_csv([{"id": r.id, "predicted": predict(r, presets[r.preset]), "commit": commit}
+                                      for r in rows]))
+    return f"recorded the presets' predictions of {len(rows)} rows (commit {commit}) in {path}"
+
+
 def write_accuracy_report(out: Path, fit: bool = True) -> str:
     """Predict every row, write out/README.md, out/predictions.csv, out/errors.png; return the figures."""
     try:  # before the minute of fitting, so that a bad --out fails at once
@@ -75,7 +108,7 @@ def write_accuracy_report(out: Path, fit: bool = True) -> str:
                   "model": x.row.model, "gpu": x.row.hardware, "tp": x.row.tp, "pp": x.row.pp,
                   "batch": x.row.batch, "concurrency": x.row.concurrency, "input_len": x.row.prompt_len,
                   "output_len": x.row.output_len, "metric": x.row.metric, "measured": x.row.value,
-                  **{w: getattr(x, w) for w, _ in MODELS}, **{f"{w}_error": x.error(w) for w, _ in MODELS}}
+                  **{w: getattr(x, w) for w in WHICH}, **{f"{w}_error": x.error(w) for w in WHICH}}
                  for x in r.results]
     atomic_write(out / "predictions.csv", render.to_csv(pred_rows))
     _plot(r, out / "errors.png")
@@ -84,25 +117,27 @@ def write_accuracy_report(out: Path, fit: bool = True) -> str:
     detail = render.table(
         [[x.row.id, x.row.publisher, x.row.metric, f"{x.row.value:.4g}",
           *[c for w, _ in MODELS for c in (f"{getattr(x, w):.4g}", _pct(x.error(w)))]] for x in r.results],
-        ["row", "publisher", "metric", "measured", "ideal", "err", "presets", "err", "current", "err"],
+        ["row", "publisher", "metric", "measured", "ideal", "err", "previous", "err", "current", "err"],
         align="llllrrrrrr")
     fit_note = "" if fit else "\n**Written with --no-fit: the current model is the presets as committed.**\n"
     text = f"""# How accurate is roofline?
 
 Every row of [published.csv](published.csv) ({n_file} measurements from public sources,
 {len({x.row.publisher for x in r.results})} publishers; [SOURCES.md](SOURCES.md)) predicted by three models side by
-side: the **ideal roofline** (data-sheet peaks, no efficiencies or overheads), the **presets as
-committed** in `calc/data/engines.yaml` on the catalog hardware profiles (what `roofline estimate
---engine NAME` gives; they were fitted on a hash half of these rows, so this column is *not* held
-out), and the **current model, leave-one-source-out** (LOSO): the preset fields listed in
-`calc/data/accuracy_fit.yaml` refitted, within their stated physical bounds and starting from
-stated priors, on every other publisher's rows, then scored on the publisher left out. No fit
-sees the rows it is scored on; no parameter is per row. Regenerate with `roofline accuracy`.
+side: the **ideal roofline** (data-sheet peaks, no efficiencies or overheads); the **previous
+presets**, the engine presets as they were before their kernel-level fields came from kernel
+measurements ({_previous_note(r)}; they were fitted on a hash half of these rows, so this column is
+*not* held out); and the **current model, leave-one-source-out** (LOSO): whatever the catalog
+profiles and `calc/data/engines.yaml` hold now, with the preset fields listed in
+`calc/data/accuracy_fit.yaml` refitted, within stated physical bounds and from stated priors, on
+every other publisher's rows, then scored on the publisher left out. No fit sees the rows it is
+scored on; no parameter is per row. The presets as committed now, without refit, are in the first
+table and in `predictions.csv`. Regenerate with `roofline accuracy`.
 {fit_note}
 ## Targets (issue 13), as measured
 
 ```
-{chr(10).join(done_when(r.results, n_file))}
+{chr(10).join(done_when(r.results, n_file, fit))}
 ```
 
 Bias is the median predicted / measured *time* (measured / predicted for a rate): above 1 the
@@ -151,5 +186,5 @@ since it has no fp4 matmul: a known gap for compute-bound phases.
 """
     atomic_write(out / "README.md", text)
     return (f"{len(r.results)} rows predicted ({len(r.skipped)} skipped) from {PUBLISHED.name}\n\n"
-            f"{figures(r.results, n_file)}\n\nparameters fitted on all rows:\n{_params_table(r)}\n\n"
+            f"{figures(r.results, n_file, fit)}\n\nparameters fitted on all rows:\n{_params_table(r)}\n\n"
             f"wrote {out / 'README.md'}, predictions.csv, errors.png")

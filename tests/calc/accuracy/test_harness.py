@@ -63,10 +63,10 @@ def test_full_table_loso_is_no_better_than_the_presets_fitted_on_it():
 def test_accuracy_command_writes_the_report_without_fit(tmp_path):
     res = CliRunner().invoke(app, ["accuracy", "--no-fit", "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output
-    assert "LOSO median |error|" in res.output and "TTFT bias" in res.output
+    assert "NO FIT median |error|" in res.output and "TTFT bias" in res.output
     assert {p.name for p in tmp_path.iterdir()} == {"README.md", "predictions.csv", "errors.png"}
     head = next(csv.reader(open(tmp_path / "predictions.csv")))
-    assert {"ideal", "presets", "current", "publisher"} <= set(head)
+    assert {"ideal", "previous", "presets", "current", "publisher"} <= set(head)
 
 
 def test_accuracy_command_bad_out_is_exit_2(tmp_path):
@@ -74,3 +74,19 @@ def test_accuracy_command_bad_out_is_exit_2(tmp_path):
     blocker.write_text("x")
     res = CliRunner().invoke(app, ["accuracy", "--no-fit", "--out", str(blocker / "sub")])
     assert res.exit_code == 2 and "--out" in res.output, res.output
+
+
+def test_previous_presets_record_round_trips(tmp_path):
+    from calc.accuracy.harness import load_previous
+    from calc.accuracy.report import record_previous
+
+    path = tmp_path / "previous.csv"
+    assert load_previous(path) == {}
+    record_previous(path)
+    rec = load_previous(path)
+    rows = load_rows()[0]
+    assert set(rec) == {r.id for r in rows}
+    [row] = [r for r in rows if r.id == "xd-rtx-4090-8b-f16-tg512"]
+    from calc.spec.engine import engines
+
+    assert rec[row.id] == pytest.approx(predict(row, engines()[row.preset]))
