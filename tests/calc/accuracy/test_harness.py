@@ -90,3 +90,17 @@ def test_previous_presets_record_round_trips(tmp_path):
     from calc.spec.engine import engines
 
     assert rec[row.id] == pytest.approx(predict(row, engines()[row.preset]))
+
+
+def test_every_row_is_named_in_sources_md():
+    import re
+
+    text = (PUBLISHED.parent / "SOURCES.md").read_text()
+    prefixes = [p.rstrip("*") for p in re.findall(r"`([a-z0-9.-]+\*)`", text)]
+    assert len(prefixes) >= 14
+    raw = list(csv.DictReader(open(PUBLISHED, newline="")))
+    unnamed = [r["id"] for r in raw if not any(r["id"].startswith(p) for p in prefixes)]
+    assert not unnamed
+    for r in raw:  # the conditions a row must state (empty only where the source does not say)
+        assert r["model"] and r["gpu"] and r["engine"] and r["weight_dtype"] and r["value"], r["id"]
+        assert float(r["value"]) > 0 and r["unit"], r["id"]
