@@ -111,11 +111,16 @@ def loss(rows: list[Row], presets: dict[str, EngineSpec], pred: Callable[[Row, E
 def fit(rows: list[Row], presets: dict[str, EngineSpec], spec: FitSpec, pred: Predictor,
         rounds: int = 2) -> dict[str, EngineSpec]:
     """The spec's fields fitted on ``rows`` from their priors, within their bounds. Shared
-    fields move together for every preset with rows; the rest per preset with rows; a preset
-    without rows keeps its priors ("default": the servers' geometric mean, see below)."""
+    fields move together for every preset with rows whose kernels are the vendor's libraries;
+    an engine with kernels of its own (``own_kernels``) gets its own value of them; the rest
+    per preset with rows; a preset without rows keeps its priors ("default": the servers'
+    geometric mean, see below)."""
     current = priors(presets, spec)
     used = sorted({r.preset for r in rows})
-    groups = [(tuple(used), f) for f, fp in spec.fitted.items() if fp.scope == "shared"]
+    vendor = tuple(e for e in used if e not in spec.own_kernels)
+    shared = [f for f, fp in spec.fitted.items() if fp.scope == "shared"]
+    groups = [(vendor, f) for f in shared if vendor]
+    groups += [((e,), f) for e in used if e in spec.own_kernels for f in shared]
     groups += [((e,), f) for e in used for f, fp in spec.fitted.items() if fp.scope != "shared" and spec.applies(f, e)]
     best = loss(rows, current, pred)
     for _ in range(rounds):
@@ -143,7 +148,7 @@ def _default_from_servers(presets: dict[str, EngineSpec], spec: FitSpec, used: l
         return presets
     update = {f: float(np.exp(np.mean([np.log(max(getattr(e, f), 1e-9)) for e in servers])))
               for f, fp in spec.fitted.items() if fp.scope == "engine"}
-    update |= {f: getattr(servers[0], f) for f, fp in spec.fitted.items() if fp.scope == "shared"}
+    update |= {f: getattr(servers[0], f) for f, fp in spec.fitted.items() if fp.scope == "shared"}  # one vendor value
     return {**presets, "default": presets["default"].model_copy(update=update)}
 
 

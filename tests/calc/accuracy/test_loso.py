@@ -98,3 +98,15 @@ def test_bad_fit_spec_is_an_error(tmp_path):
     bad.write_text("fitted:\n  no_such_field: {scope: engine, bounds: [0, 1], prior: 0.5}\n")
     with pytest.raises(SpecError, match="not engine-preset fields"):
         load_fit_spec(bad)
+
+
+def test_shared_fields_are_shared_by_vendor_kernel_engines_only():
+    # a fake calculator whose prediction is the preset's attention share: vLLM and TRT-LLM rows
+    # measure 0.4, llama.cpp rows (kernels of its own) 1.0
+    rows = [_row("v", "A", 0.4), _row("t", "B", 0.4, engine="trtllm"), _row("l", "C", 1.0, engine="llama.cpp")]
+    spec = FitSpec(own_kernels=("llama.cpp",),
+                   fitted={"attention": FitParam(scope="shared", bounds=(0.2, 1.0), prior=0.7)})
+    out = fit(rows, engines(), spec, lambda row, preset: preset.attention)
+    assert out["vllm"].attention == out["trtllm"].attention < 0.55  # one value, moved towards 0.4
+    assert out["llama.cpp"].attention == 1.0  # its own, at the measured 1.0 (the bound)
+    assert out["sglang"].attention == 0.7  # no rows: the prior
