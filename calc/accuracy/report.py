@@ -15,6 +15,7 @@ from calc.core import text as render
 from calc.core.errors import SpecError
 from calc.core.files import atomic_write
 
+MODEL_PATHS = ("calc/cost", "calc/serving", "calc/spec", "calc/data/engines.yaml", "hardware_profiles", "model_configs")
 WHICH = ("ideal", "previous", "presets", "current")  # every prediction predictions.csv keeps
 
 
@@ -56,7 +57,7 @@ def _previous_note(r: Run) -> str:
         return "no record: `roofline accuracy --record-previous` writes one"
     with open(PREVIOUS, newline="") as fh:
         commits = sorted({row["commit"] for row in csv.DictReader(fh)})
-    return (f"recorded in [{PREVIOUS.name}]({PREVIOUS.name}) by the code of commit {', '.join(commits)}, "
+    return (f"recorded in [{PREVIOUS.name}]({PREVIOUS.name}) with the model as of commit {', '.join(commits)}, "
             f"{n} of {len(r.results)} rows")
 
 
@@ -85,8 +86,9 @@ def record_previous(path: Path = PREVIOUS) -> str:
     from calc.spec.engine import engines
 
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=PUBLISHED.parent, check=True).stdout.strip()
+        # the last commit that changed the model (not the harness): stable across rebases
+        commit = subprocess.run(["git", "log", "-1", "--format=%h", "--", *MODEL_PATHS], capture_output=True,
+                                text=True, cwd=PUBLISHED.parents[2], check=True).stdout.strip() or "unknown"
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
     presets = engines()
