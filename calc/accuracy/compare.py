@@ -83,7 +83,8 @@ def _row(sc: Scenario, preset: EngineSpec, metric: str, batch=None, concurrency=
     return Row(id=sc.run.name, engine=family(preset), preset=preset.name, model=sc.model, hardware=sc.hardware,
                weight_dtype=sc.weight_dtype, kv_dtype=sc.kv_dtype, compute_dtype=sc.compute_dtype, gpus=sc.gpus,
                tp=sc.tp, pp=sc.pp, batch=batch, concurrency=concurrency, prompt_len=int(sc.prompt_lens[0]),
-               output_len=int(sc.output_lens[0]), metric=metric, value=math.nan, half="held-out")
+               output_len=int(sc.output_lens[0]), metric=metric, value=math.nan,
+               publisher=sc.run.name)
 
 
 def _hardware(sc: Scenario, preset: EngineSpec):

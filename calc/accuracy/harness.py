@@ -24,15 +24,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from calc.accuracy.fit import FitSpec, Predictor, fit, load_fit_spec, loso
-from calc.accuracy.predict import predict
+from calc.accuracy.predict import GROUP_SIZE, predict
 from calc.accuracy.rows import PUBLISHED, Row, load_rows
 from calc.accuracy.stats import error, stats, time_ratio
 from calc.spec.engine import EngineSpec, engines
 
-__all__ = ["PUBLISHED", "MODELS", "Result", "Run", "Row", "load_rows", "predict", "run", "stats"]
+# also BOUNDS and OWN_KERNELS, read from calc/data/accuracy_fit.yaml when asked (__getattr__)
+__all__ = ["GROUP_SIZE", "MODELS", "PUBLISHED", "Result", "Run", "Row", "load_rows", "predict", "run", "stats"]
 
 PREVIOUS = PUBLISHED.parent / "previous_presets.csv"
 MODELS = (("ideal", "ideal roofline"), ("previous", "previous presets"), ("current", "current model, LOSO"))
+
+
+def __getattr__(name: str):
+    """BOUNDS (field -> physical bounds) and OWN_KERNELS, as calc/data/accuracy_fit.yaml states
+    them, for the code that refits presets on a user's runs (calc.accuracy.refit); read when asked."""
+    if name == "BOUNDS":
+        return {f: p.bounds for f, p in load_fit_spec().fitted.items()}
+    if name == "OWN_KERNELS":
+        return load_fit_spec().own_kernels
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
