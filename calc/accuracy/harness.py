@@ -8,9 +8,10 @@ Every row of reports/accuracy/published.csv (calc.accuracy.rows) is predicted
   kernel measurements, as recorded in reports/accuracy/previous_presets.csv (predicted by the
   code of that commit; rows added since have none). Those presets were fitted on a hash
   half of these rows, so this column is not held out;
-- current: the same model with the fields calc/data/accuracy_fit.yaml lists refitted
-  leave-one-source-out (calc.accuracy.fit): each publisher's rows predicted with parameters
-  fitted on every other publisher's rows, no parameter per row.
+- current: the model as committed now (catalog profiles, engines.yaml) with the fields
+  calc/data/accuracy_fit.yaml lists refitted leave-one-source-out (calc.accuracy.fit): each
+  publisher's rows predicted with parameters fitted on every other publisher's rows, no
+  parameter per row.
 
 The presets as committed now (no refit) are kept beside them (`presets`), and the
 parameters fitted on all rows are reported too: what to adopt into engines.yaml.
