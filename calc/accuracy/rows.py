@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from calc.core.errors import SpecError
-from calc.spec.catalog import REPO_ROOT, hardware_catalog, model_catalog
+from calc.spec.catalog import hardware_catalog, model_catalog, shipped
 
-PUBLISHED = REPO_ROOT / "reports" / "accuracy" / "published.csv"
+PUBLISHED = shipped("accuracy", "reports/accuracy") / "published.csv"
 ENGINE_OF = {"tensorrt-llm": "trtllm", "nim": "trtllm", "vllm": "vllm", "sglang": "sglang",
              "llama.cpp": "llama.cpp", "hf": "hf", "mlc-llm": "default", "exllama": "default"}
 MODEL_ALIASES = {"codellama/CodeLlama-7b-hf": "codellama-7b"}

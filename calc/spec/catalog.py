@@ -1,7 +1,7 @@
 """Resolve a name, a YAML path or a Hugging Face config.json into a spec.
 
-Catalog directories: the repository's ``model_configs/`` and ``hardware_profiles/``
-plus any listed (os.pathsep-separated) in ``ROOFLINE_MODEL_PATH`` and
+Catalog directories: the repository's ``model_configs/`` and ``hardware_profiles/`` (a wheel
+carries them as package data, found through importlib.resources) plus any listed (os.pathsep-separated) in ``ROOFLINE_MODEL_PATH`` and
 ``ROOFLINE_HARDWARE_PATH``. A catalog name is a YAML file's stem.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -20,11 +21,22 @@ from calc.spec.model import ModelSpec
 from calc.spec.yamlio import build, read_yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-MODEL_DIR = REPO_ROOT / "model_configs"
-HARDWARE_DIR = REPO_ROOT / "hardware_profiles"
+
+
+def shipped(name: str, source: str | None = None) -> Path:
+    """A data folder the wheel carries as ``calc/_catalog/<name>`` (pyproject.toml maps it
+    there), else the checkout's top-level folder ``source`` (default ``name``): a source
+    tree or an editable install, where the package holds no copy."""
+    packaged = resources.files("calc").joinpath("_catalog", name)
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return REPO_ROOT / (source or name)
+
+
+MODEL_DIR = shipped("model_configs")
+HARDWARE_DIR = shipped("hardware_profiles")
 MODEL_PATH_ENV = "ROOFLINE_MODEL_PATH"
 HARDWARE_PATH_ENV = "ROOFLINE_HARDWARE_PATH"
-
 
 
 def _catalog_dirs(default: Path, env: str) -> list[Path]:

@@ -10,6 +10,7 @@ profile's large-GEMM and streaming efficiencies, which stay the chip's own.
 from __future__ import annotations
 
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Literal
 
@@ -18,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from calc.core.errors import SpecError, suggest
 from calc.spec.yamlio import build, read_yaml
 
-ENGINES_FILE = Path(__file__).resolve().parents[1] / "data" / "engines.yaml"
+ENGINES_FILE = Path(str(resources.files("calc").joinpath("data", "engines.yaml")))
 
 
 class EngineSpec(BaseModel):
