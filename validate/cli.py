@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from calc.cli.base import command
-from calc.cli.options import HardwareOpt, ModelOpt
+from calc.cli.options import HardwareOpt, ModelOpt, QuietOpt
 from calc.core import text as render
 from calc.core.errors import SpecError
 
@@ -70,6 +70,7 @@ def validate_cmd(
     threads: Annotated[int | None, typer.Option("--threads", min=1, help="CPU threads, fixed for the run (default: half the logical CPUs).")] = None,
     budget: Annotated[float | None, typer.Option("--budget", min=1.0, help="Seconds of timing for the whole grid (default 150; 12 with --quick).")] = None,
     impl: Annotated[str, typer.Option("--impl", help="reference (validate/reference.py) or hf (transformers' LlamaForCausalLM; Llama-style models).")] = "reference",
+    quiet: QuietOpt = False,
 ) -> None:
     """Real torch prefill/decode passes: check FLOP and KV counts, time a grid, fit a calibrated profile.
 
@@ -80,8 +81,11 @@ def validate_cmd(
 
     if out.exists() and not out.is_dir():
         raise SpecError("--out", None, f"{out} exists and is not a folder")
-    res = run(Options(model, out, device, layers, tuple(d.strip() for d in dtype.split(",") if d.strip()), quick,
-                      hardware, threads, budget, impl), say=typer.echo)
+    from calc.core.progress import bar
+
+    with bar("validate", quiet) as progress:
+        res = run(Options(model, out, device, layers, tuple(d.strip() for d in dtype.split(",") if d.strip()),
+                          quick, hardware, threads, budget, impl), say=typer.echo, progress=progress)
     written = write_all(res)
     for line in summary_lines(res):
         typer.echo(line)

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from calc.core.errors import SpecError
+from calc.core.progress import Reporter
 from calc.core.units import GB, canonical_dtype
 from calc.spec.catalog import hardware_catalog, load_hardware
 from calc.spec.hardware import HardwareSpec
@@ -23,7 +24,7 @@ from calc.spec.model import ModelSpec
 from validate import calibrate as cal
 from validate.fitting import calibrate_run
 from validate.measurements import SEED, Row, predict_point, request_prediction, resolve_spec, write_rows
-from validate.timing import Point, Progress
+from validate.timing import Point
 
 GRIDS = {  # batches, prompt lengths (prefill), decode contexts
     "default": ((1, 2, 4, 8), (16, 32, 64, 128, 256, 512), (16, 64, 256, 1024)),
@@ -143,8 +144,25 @@ def _is_oom(exc: BaseException) -> bool:
         or "cannot allocate" in text or type(exc).__name__ == "OutOfMemoryError"
 
 
-def run(opts: Options, say=print, err=None) -> Run:
-    """The whole validation. ``say`` prints the summary lines; progress goes to ``err`` (stderr)."""
+class _Points:
+    """The grid's progress: the bar's label while a point is timed, one logged line when it is done."""
+
+    def __init__(self, report: Reporter, total: int):
+        self.report, self.total, self.done = report, total, 0
+
+    def timing(self, label: str) -> None:
+        self.report(self.done, self.total, label)
+
+    def finish(self, line: str | None, points: int = 1) -> None:
+        self.done += points
+        if line is not None:
+            self.report.log(line)
+        self.report(self.done, self.total, "")
+
+
+def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
+    """The whole validation. ``say`` prints the summary lines; each timed point is logged through
+    ``progress`` (stderr; a bar in a terminal)."""
     t_start = time.perf_counter()
     torch = check_device(opts.device)
     from validate import counts as counts_mod
@@ -199,7 +217,7 @@ def run(opts: Options, say=print, err=None) -> Run:
     per_point = budget / max(len(points), 1)
     max_call = MAX_CALL_S[opts.mode]
     sync = timing.synchronizer(device)
-    bar = Progress(len(points), stream=err)
+    bar = _Points(progress if progress is not None else Reporter(), len(points))
     meta = {"model": spec.name, "layers": spec.num_layers, "device": device, "threads": threads}
     max_len = max(max(p.size + 1 for p in points), SEED[1] + SEED[2])
     splits = dict(zip(points, cal.split(points), strict=True))
@@ -213,7 +231,7 @@ def run(opts: Options, say=print, err=None) -> Run:
                     raise
                 say(f"out of memory building {spec.name} at {d}: skipped {len(mine)} points (try --layers)")
                 state.rows += [Row(**meta, point=p, split=splits[p], status="oom") for p in mine]
-                bar.done += len(mine)
+                bar.finish(None, len(mine))
                 continue
             # 2. counts (FLOPs and KV bytes) on the same model (the reference decoder's structure)
             if opts.impl == "reference":
@@ -269,9 +287,9 @@ def _measure_grid(model, spec, base, points, splits, meta, sync, per_point, max_
                     dead.setdefault(p, "oom")
                 say(f"out of memory allocating the KV cache for batch {b}: its points skipped")
             for p in mine:
+                head = f"{p.label:<30s} predicted {rows[p].predicted_default_s * 1e3:9.3f} ms"
                 if last:
-                    bar.say(f"{bar.prefix()} {p.label:<30s} predicted {rows[p].predicted_default_s * 1e3:9.3f} ms",
-                            end="")
+                    bar.timing(head)
                 if p not in dead:
                     got = _time_point(model, spec, p, sync, per_point / rounds, max_call, device, threads, torch,
                                       dead, points)
@@ -281,15 +299,14 @@ def _measure_grid(model, spec, base, points, splits, meta, sync, per_point, max_
                         pooled[p].append(got)
                 if last:
                     if p in dead:
-                        bar.say(f" -> {dead[p]}", end="\n")
+                        bar.finish(f"{head} -> {dead[p]}")
                     else:
                         t = _pool(pooled[p])
                         rows[p] = rows[p].timed(t)
                         flags = t.flags()
-                        bar.say(f" -> measured {t.median_s * 1e3:9.3f} ms "
-                                f"({100 * (rows[p].predicted_default_s / t.median_s - 1):+6.1f}%)"
-                                + (f"  [{'; '.join(flags)}]" if flags else ""), end="\n")
-                    bar.step()
+                        bar.finish(f"{head} -> measured {t.median_s * 1e3:9.3f} ms "
+                                   f"({100 * (rows[p].predicted_default_s / t.median_s - 1):+6.1f}%)"
+                                   + (f"  [{'; '.join(flags)}]" if flags else ""))
                     write_rows(csv_path, done_rows + [rows[q] for q in points if q in dead or
                                                       rows[q].status == "ok"])
     return [replace(rows[p], status=dead[p]) if p in dead else rows[p] for p in points]

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -178,29 +177,6 @@ def decode_fn(model, batch: int, context: int, device: str):
     model.cache.prime()
     token = torch.zeros(batch, 1, dtype=torch.long, device=device)
     return lambda: model.decode_step(token, context).float().argmax(-1)
-
-
-class Progress:
-    """A one-line progress bar on stderr: [#####.....] i/n label, with an ETA."""
-
-    def __init__(self, total: int, width: int = 20, stream=None):
-        self.total, self.width, self.start = max(total, 1), width, time.perf_counter()
-        self.stream = stream or sys.stderr
-        self.done = 0
-
-    def prefix(self) -> str:
-        filled = round(self.width * self.done / self.total)
-        elapsed = time.perf_counter() - self.start
-        eta = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
-        eta_s = f"eta {eta:4.0f}s" if self.done else "eta    ?"
-        return f"[{'#' * filled}{'.' * (self.width - filled)}] {self.done + 1:>3}/{self.total} {eta_s}"
-
-    def say(self, text: str, end: str = "") -> None:
-        self.stream.write(text + end)
-        self.stream.flush()
-
-    def step(self) -> None:
-        self.done += 1
 
 
 def seed_request(model, batch: int, prompt_len: int, new_tokens: int, vocab: int, device: str,

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calc.accuracy.predict import predict
 from calc.accuracy.rows import Row
+from calc.core.progress import Progress, silent
 from calc.spec.engine import EngineSpec
 
 FIT_FILE = Path(__file__).resolve().parents[1] / "data" / "accuracy_fit.yaml"
@@ -159,11 +160,13 @@ def folds(rows: list[Row]) -> dict[str, tuple[list[Row], list[Row]]]:
 
 
 def loso(rows: list[Row], presets: dict[str, EngineSpec], spec: FitSpec, pred: Predictor,
-         fitter: Callable = fit) -> tuple[dict[str, float], dict[str, dict[str, EngineSpec]]]:
+         fitter: Callable = fit, progress: Progress = silent) -> tuple[dict[str, float], dict[str, dict[str, EngineSpec]]]:
     """Each row predicted with the presets fitted on the other publishers' rows; and the
-    fitted presets per left-out publisher."""
+    fitted presets per left-out publisher. ``progress`` after each fold."""
     out, fitted = {}, {}
-    for source, (train, test) in folds(rows).items():
+    split = folds(rows)
+    for i, (source, (train, test)) in enumerate(split.items()):
+        progress(i, len(split) + 1, f"fitting without {source}")
         fitted[source] = fitter(train, presets, spec, pred)
         for r in test:
             out[r.id] = pred(r, fitted[source][r.preset])

@@ -28,6 +28,7 @@ from calc.accuracy.fit import FitSpec, Predictor, fit, load_fit_spec, loso
 from calc.accuracy.predict import GROUP_SIZE, predict
 from calc.accuracy.rows import PUBLISHED, Row, load_rows
 from calc.accuracy.stats import error, stats, time_ratio
+from calc.core.progress import Progress, silent
 from calc.spec.engine import EngineSpec, engines
 
 # also BOUNDS and OWN_KERNELS, read from calc/data/accuracy_fit.yaml when asked (__getattr__)
@@ -81,9 +82,9 @@ def load_previous(path: Path = PREVIOUS) -> dict[str, float]:
         return {r["id"]: float(r["predicted"]) if r["predicted"] else math.nan for r in csv.DictReader(fh)}
 
 
-def run(fit_rows: bool = True, rows: list[Row] | None = None) -> Run:
+def run(fit_rows: bool = True, rows: list[Row] | None = None, progress: Progress = silent) -> Run:
     """Predict every row three ways; ``fit_rows`` False: the current model is the presets
-    as committed (no fit, quick)."""
+    as committed (no fit, quick). ``progress`` per fitted fold."""
     if rows is None:
         rows, skipped = load_rows()
     else:
@@ -93,8 +94,9 @@ def run(fit_rows: bool = True, rows: list[Row] | None = None) -> Run:
     pred = Predictor(tuple(spec.fitted))
     committed = {r.id: pred(r, presets[r.preset]) for r in rows}
     if fit_rows:
-        current, folds = loso(rows, presets, spec, pred)
+        current, folds = loso(rows, presets, spec, pred, progress=progress)
         fitted_all = fit(rows, presets, spec, pred)
+        progress(1, 1, "fitted")
     else:
         current, folds, fitted_all = committed, {}, presets
     previous = load_previous()

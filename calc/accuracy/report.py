@@ -14,6 +14,7 @@ from calc.accuracy.summary import GROUPINGS, done_when, figures, grouped_table, 
 from calc.core import text as render
 from calc.core.errors import SpecError
 from calc.core.files import atomic_write
+from calc.core.progress import Progress, silent
 
 MODEL_PATHS = ("calc/cost", "calc/serving", "calc/spec", "calc/data/engines.yaml", "hardware_profiles", "model_configs")
 WHICH = ("ideal", "previous", "presets", "current")  # every prediction predictions.csv keeps
@@ -98,13 +99,13 @@ def record_previous(path: Path = PREVIOUS) -> str:
     return f"recorded the presets' predictions of {len(rows)} rows (commit {commit}) in {path}"
 
 
-def write_accuracy_report(out: Path, fit: bool = True) -> str:
+def write_accuracy_report(out: Path, fit: bool = True, progress: Progress = silent) -> str:
     """Predict every row, write out/README.md, out/predictions.csv, out/errors.png; return the figures."""
     try:  # before the minute of fitting, so that a bad --out fails at once
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise SpecError("--out", None, f"{out}: cannot create the folder ({exc.strerror or exc})") from None
-    r = run(fit_rows=fit)
+    r = run(fit_rows=fit, progress=progress)
     n_file = rows_in_file()
     pred_rows = [{"id": x.row.id, "publisher": x.row.publisher, "engine": x.row.engine, "preset": x.row.preset,
                   "model": x.row.model, "gpu": x.row.hardware, "tp": x.row.tp, "pp": x.row.pp,

@@ -31,6 +31,7 @@ EPOpt = Annotated[int, typer.Option("--ep", help="Expert-parallel GPUs for MoE l
 ImbalanceOpt = Annotated[float, typer.Option("--imbalance", help="MoE load imbalance under EP: busiest GPU's routed tokens over the mean (>= 1).")]
 BatchOpt = Annotated[str, typer.Option("--batch", "-b", help="Sequences per batch: N, a list 1,8,64 or a range start:stop:step.")]
 PromptOpt = Annotated[str, typer.Option("--prompt-len", "-t", help="Prompt tokens per sequence (list/range allowed).")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar (it is drawn on stderr only when stderr is a terminal).")]
 OutputOpt = Annotated[str, typer.Option("--output-len", "-g", help="Output tokens per sequence (list/range allowed).")]
 SpecDraftOpt = Annotated[str | None, typer.Option("--spec-draft", help="Speculative decoding with this draft model (catalog name or path; same vocabulary as --model).")]
 SpecHeadsOpt = Annotated[str | None, typer.Option("--spec-heads", help="Speculative decoding with EAGLE/MTP-style draft heads: LAYERS or LAYERS:WIDTH (hidden size; default the target's).")]

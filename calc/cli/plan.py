@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from calc.cli.base import Format, FormatOpt, command
+from calc.cli.options import QuietOpt
 from calc.core import text as render
 
 
@@ -17,6 +18,7 @@ def plan_cmd(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder to write report.md, report.html (self-contained), plan.json and the charts into.")] = None,
     requests: Annotated[int | None, typer.Option("--requests", min=10, help="Requests simulated per configuration (default: the workload's `requests`).")] = None,
     fmt: FormatOpt = Format.table,
+    quiet: QuietOpt = False,
 ) -> None:
     """Capacity plan: the cheapest hardware x TP x replicas x max batch that meets the workload's SLOs at its load.
 
@@ -26,12 +28,15 @@ def plan_cmd(
     """
     import time
 
+    from calc.core.progress import bar
     from calc.render.plan import plan_record, plan_text, trial_record, write_report
     from calc.serving.plan import plan
     from calc.spec.workload import load_workload
 
     t0 = time.perf_counter()
-    result = plan(load_workload(workload, requests))
+    wl = load_workload(workload, requests)
+    with bar("planning", quiet) as progress:
+        result = plan(wl, progress=progress)
     if fmt is Format.json:
         typer.echo(render.to_json(plan_record(result)))
     elif fmt is Format.csv:
@@ -52,11 +57,15 @@ def accuracy_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for README.md, predictions.csv and errors.png.")] = Path("reports/accuracy"),
     fit: Annotated[bool, typer.Option("--fit/--no-fit", help="Refit the fitted preset fields leave-one-source-out (a minute or two); --no-fit: presets as committed.")] = True,
     record_previous: Annotated[bool, typer.Option("--record-previous", help="Only record the committed presets' predictions as the 'previous presets' column (reports/accuracy/previous_presets.csv); run before the presets change.")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Predict every published measurement (reports/accuracy/published.csv): ideal roofline, previous presets, current model held out by source; errors in %."""
     from calc.accuracy import report
+    from calc.core.progress import bar
 
     if record_previous:
         typer.echo(report.record_previous())
         return
-    typer.echo(report.write_accuracy_report(Path(out), fit=fit))
+    with bar("accuracy", quiet) as progress:
+        summary = report.write_accuracy_report(Path(out), fit=fit, progress=progress)
+    typer.echo(summary)

@@ -23,6 +23,7 @@ from calc.cli.options import (
     OutputOpt,
     PPOpt,
     PromptOpt,
+    QuietOpt,
     SpecAcceptOpt,
     SpecDraftOpt,
     SpecHeadsOpt,
@@ -61,6 +62,7 @@ def sweep_cmd(
     columns: Annotated[str | None, typer.Option("--columns", help="Keep only these result columns (comma-separated) besides the inputs.")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write .csv or .jsonl (JSON lines); default: CSV on stdout.")] = None,
     yes: Annotated[bool, typer.Option("--yes", help="Run grids of more than 100 million scenarios.")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """A grid over models, hardware, dtypes, TP/PP, batch and lengths -> CSV or JSON lines, one row per scenario.
 
@@ -68,6 +70,7 @@ def sweep_cmd(
     million scenarios take seconds (writing a CSV that size takes longer than computing it).
     """
     from calc import sweep
+    from calc.core.progress import bar
     from calc.cost.sweep import MAX_SCENARIOS
     from calc.render.frames import write_frame
 
@@ -75,16 +78,18 @@ def sweep_cmd(
         raise SpecError("--out", None, f"{out}: use a .csv or .jsonl file name")
     if context is not None:
         prompt_len, output_len = context, "2"
+    grid = dict(
+        model=split_names(model), hardware=split_names(hardware), batch=parse_values(batch, "--batch"),
+        prompt_len=parse_values(prompt_len, "--prompt-len" if context is None else "--context"),
+        output_len=parse_values(output_len, "--output-len"), weight_dtype=split_names(weight_dtype),
+        kv_dtype=split_names(kv_dtype), compute_dtype=compute_dtype, tp=parse_values(tp, "--tp"),
+        pp=parse_values(pp, "--pp"), attention=attention, ideal=ideal, engine=engine, group_size=group_size,
+        ep=ep, imbalance=imbalance, spec=spec_config(spec_draft, spec_heads, spec_k, spec_accept),
+        max_scenarios=2**62 if yes else MAX_SCENARIOS,
+    )
     try:
-        frame = sweep(
-            model=split_names(model), hardware=split_names(hardware), batch=parse_values(batch, "--batch"),
-            prompt_len=parse_values(prompt_len, "--prompt-len" if context is None else "--context"),
-            output_len=parse_values(output_len, "--output-len"), weight_dtype=split_names(weight_dtype),
-            kv_dtype=split_names(kv_dtype), compute_dtype=compute_dtype, tp=parse_values(tp, "--tp"),
-            pp=parse_values(pp, "--pp"), attention=attention, ideal=ideal, engine=engine, group_size=group_size,
-            ep=ep, imbalance=imbalance, spec=spec_config(spec_draft, spec_heads, spec_k, spec_accept),
-            max_scenarios=2**62 if yes else MAX_SCENARIOS,
-        )
+        with bar("sweep", quiet) as progress:
+            frame = sweep(**grid, progress=progress)
     except TooLarge as exc:
         raise SpecError(exc.path, exc.field, f"{exc.problem} (pass --yes to run it anyway)") from None
     if columns:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from calc.core.errors import SpecError, TooLarge
+from calc.core.progress import Progress, silent
 from calc.cost.latency import estimate
 from calc.cost.setup import Setup
 from calc.cost.speculative import speculative
@@ -74,7 +75,8 @@ def _columns(est, model, hw, tp, spec=None) -> dict[str, np.ndarray]:
 
 def sweep(model: ModelSpec | list[ModelSpec], hardware: HardwareSpec | list[HardwareSpec], batch=1,
           prompt_len=512, output_len=128, *, weight_dtype=None, kv_dtype=None, compute_dtype=None, tp=1, pp=1,
-          attention=None, ideal=False, max_scenarios: int = MAX_SCENARIOS, spec=None, **options):
+          attention=None, ideal=False, max_scenarios: int = MAX_SCENARIOS, spec=None,
+          progress: Progress = silent, **options):
     """Every combination of the given values -> a DataFrame with one row per scenario.
 
     Each argument takes one value or a list; model and hardware are specs (``calc.sweep``
@@ -82,6 +84,7 @@ def sweep(model: ModelSpec | list[ModelSpec], hardware: HardwareSpec | list[Hard
     the estimator unchanged. Rows are in the nested order model, hardware, weight dtype,
     KV dtype, TP, batch, prompt, output. ``spec`` (a calc.cost.speculative.SpecConfig) adds
     the spec_* columns: speculative TPOT, speedup, tokens per step, TTFT, throughput, memory.
+    ``progress(done, total, label)`` after each chunk.
     """
     import pandas as pd
 
@@ -97,6 +100,7 @@ def sweep(model: ModelSpec | list[ModelSpec], hardware: HardwareSpec | list[Hard
                           np.asarray(_listify(output_len), float), indexing="ij")
     B, T, G = (a.reshape(-1) for a in numeric)
     frames = []
+    done = 0
     for m_ref, h_ref, wd, kd, tp_n, pp_n in itertools.product(
             _listify(model), _listify(hardware), _listify(weight_dtype), _listify(kv_dtype), _listify(tp),
             _listify(pp)):
@@ -108,6 +112,8 @@ def sweep(model: ModelSpec | list[ModelSpec], hardware: HardwareSpec | list[Hard
             sl = slice(i, i + CHUNK)
             est = estimate(m, hw, B[sl], T[sl], G[sl], setup)
             parts.append(_columns(est, m, hw, tp_n, spec))
+            done += min(CHUNK, B.size - i)
+            progress(done, n, f"{m.name} on {hw.name}")
         cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         head = {"model": m.name, "hardware": hw.name, "weight_dtype": est.dtypes.weight, "kv_dtype": est.dtypes.kv,
                 "compute_dtype": est.dtypes.compute, "tp": int(tp_n), "pp": int(pp_n), "gpus": int(tp_n) * int(pp_n)}

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from calc.core import text as render
+from calc.core.progress import Progress, silent
 from calc.core.units import GB
 from calc.cost.dtypes import Dtypes
 from calc.serving.capacity import Replica, SteadyState, at_load, steady_state, validate_split
@@ -237,9 +238,11 @@ class _Search:
                 fail = mid
 
 
-def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float | None = None) -> Plan:
+def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float | None = None,
+         progress: Progress = silent) -> Plan:
     """Search the configurations (see the module docstring); ``requests`` simulated per trial
-    (default: the workload's); ``time_budget_s`` stops starting new candidates after that long."""
+    (default: the workload's); ``time_budget_s`` stops starting new candidates after that long;
+    ``progress(done, total, label)`` after each candidate."""
     t0 = time.perf_counter()
     spec, model = wl.spec, wl.model
     d = spec.dtypes
@@ -311,7 +314,8 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
                     candidates.append((price is None, bound, lo * tp, o, rep, sat, lo, r_max))
     candidates.sort(key=lambda c: c[:3])
     met: list[Trial] = []
-    for unpriced, bound, gpus, o, rep, sat, lo, r_max in candidates:
+    for i, (unpriced, bound, gpus, o, rep, sat, lo, r_max) in enumerate(candidates):
+        progress(i, len(candidates), f"{o.label} ({search.sims} simulations)")
         if len(met) > RUNNERS_UP:
             worst = sorted(met, key=cost_key)[RUNNERS_UP]
             if (unpriced, bound if not unpriced else gpus) > cost_key(worst)[:2]:
@@ -334,6 +338,7 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
             o.reason = (f"misses the SLOs even with {_n(last.replicas, 'replica')} ({_n(last.gpus, 'GPU')}): "
                         f"{last.why()}")
             o.kind = "slo"
+    progress(len(candidates), len(candidates), f"{search.sims} simulations")
     disagg = search_disagg(wl, dt, T, G, search.gaps, search.targets,
                            search.prefix if search.prefix.cached.any() else None)
     result = Plan(wl, options, time.perf_counter() - t0, search.sims + 2 * len(disagg), dt, T, G, disagg=tuple(disagg))
