@@ -17,6 +17,7 @@ def plan_cmd(
     workload: Annotated[Path, typer.Argument(help="Workload YAML: arrival rate or concurrency, length distributions or a CSV trace, SLOs (seconds), candidate hardware, max GPUs.")],
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder to write report.md, report.html (self-contained), plan.json and the charts into.")] = None,
     requests: Annotated[int | None, typer.Option("--requests", min=10, help="Requests simulated per configuration (default: the workload's `requests`).")] = None,
+    table: Annotated[Path | None, typer.Option("--table", help="Write the ranked configurations as .csv, .parquet or .jsonl (JSON lines), by suffix; columns carry units.")] = None,
     fmt: FormatOpt = Format.table,
     quiet: QuietOpt = False,
 ) -> None:
@@ -29,21 +30,29 @@ def plan_cmd(
     import time
 
     from calc.core.progress import bar
+    from calc.render.frames import check_table_path, flat_record, write_frame
     from calc.render.plan import plan_record, plan_text, trial_record, write_report
     from calc.serving.plan import plan
     from calc.spec.workload import load_workload
 
     t0 = time.perf_counter()
+    if table is not None:
+        check_table_path(table, "--table")
     wl = load_workload(workload, requests)
     with bar("planning", quiet) as progress:
         result = plan(wl, progress=progress)
     if fmt is Format.json:
         typer.echo(render.to_json(plan_record(result)))
     elif fmt is Format.csv:
-        typer.echo(render.to_csv({k: v for k, v in trial_record(t).items() if not isinstance(v, dict)}
-                                 for t in result.ranked), nl=False)
+        typer.echo(render.to_csv(flat_record(trial_record(t)) for t in result.ranked), nl=False)
     else:
         typer.echo(plan_text(result))
+    if table is not None:
+        import pandas as pd
+
+        shown = result.ranked or [t for t in (result.closest,) if t is not None]  # none meets: the closest
+        write_frame(pd.DataFrame([flat_record(trial_record(t)) for t in shown]), table, "--table")
+        typer.echo(f"wrote {table} ({len(shown)} configurations)", err=True)
     if out is not None:
         files = write_report(result, out)
         typer.echo(f"wrote {', '.join(str(f) for f in files if f.suffix != '.png')} and "

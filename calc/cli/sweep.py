@@ -60,11 +60,11 @@ def sweep_cmd(
     spec_k: SpecKOpt = 4,
     spec_accept: SpecAcceptOpt = 0.7,
     columns: Annotated[str | None, typer.Option("--columns", help="Keep only these result columns (comma-separated) besides the inputs.")] = None,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write .csv or .jsonl (JSON lines); default: CSV on stdout.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write .csv, .parquet or .jsonl (JSON lines), by suffix; default: CSV on stdout.")] = None,
     yes: Annotated[bool, typer.Option("--yes", help="Run grids of more than 100 million scenarios.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """A grid over models, hardware, dtypes, TP/PP, batch and lengths -> CSV or JSON lines, one row per scenario.
+    """A grid over models, hardware, dtypes, TP/PP, batch and lengths -> CSV, Parquet or JSON lines, one row per scenario.
 
     Columns carry units: _s seconds, _bytes, _flops, _tokens, _per_s, _usd. Vectorised: a
     million scenarios take seconds (writing a CSV that size takes longer than computing it).
@@ -72,10 +72,10 @@ def sweep_cmd(
     from calc import sweep
     from calc.core.progress import bar
     from calc.cost.sweep import MAX_SCENARIOS
-    from calc.render.frames import write_frame
+    from calc.render.frames import check_table_path, print_csv, write_frame
 
-    if out is not None and out.suffix.lower() not in (".csv", ".jsonl", ".json"):
-        raise SpecError("--out", None, f"{out}: use a .csv or .jsonl file name")
+    if out is not None:
+        check_table_path(out)
     if context is not None:
         prompt_len, output_len = context, "2"
     grid = dict(
@@ -102,7 +102,7 @@ def sweep_cmd(
                   "prompt_tokens", "output_tokens"]
         frame = frame[inputs + [c for c in keep if c not in inputs]]
     if out is None:
-        typer.echo(frame.to_csv(index=False), nl=False)
+        print_csv(frame)
     else:
         write_frame(frame, out)
         typer.echo(f"wrote {len(frame):,} scenarios x {frame.shape[1]} columns to {out}", err=True)
