@@ -10,7 +10,7 @@ are not model time and are not folded in.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -45,17 +45,19 @@ def _as_int_array(value, option: str, minimum: int) -> np.ndarray:
 
 
 def prefill_cost(model, hw, batch, prompt_len, dt, eff, attention="fused", past=0.0,
-                 par: Parallel = SINGLE, logits: int = 1) -> tuple[PhaseCost, list]:
+                 par: Parallel = SINGLE, logits: int = 1, shape=()) -> tuple[PhaseCost, list]:
     """A prefill of ``prompt_len`` tokens per sequence (after ``past`` cached ones), on one GPU of
-    the split; ``logits`` positions per sequence reach lm_head (1: the last, as engines do)."""
+    the split; ``logits`` positions per sequence reach lm_head (1: the last, as engines do).
+    ``shape``: the scenarios' shape, when the inputs are axes that broadcast to it."""
     ops = pass_ops(model, Pass(batch, prompt_len, np.asarray(past, float), "prefill", logits), dt, attention, par)
-    return phase_cost(ops, hw, dt, eff, link(hw, par)), ops
+    return phase_cost(ops, hw, dt, eff, link(hw, par), shape), ops
 
 
-def decode_cost(model, hw, batch, context, dt, eff, attention="fused", par: Parallel = SINGLE) -> PhaseCost:
+def decode_cost(model, hw, batch, context, dt, eff, attention="fused", par: Parallel = SINGLE,
+                shape=()) -> PhaseCost:
     """One decode step: one new token per sequence over ``context`` cached positions."""
     ops = pass_ops(model, Pass(batch, np.float64(1.0), np.asarray(context, float), "decode"), dt, attention, par)
-    return phase_cost(ops, hw, dt, eff, link(hw, par))
+    return phase_cost(ops, hw, dt, eff, link(hw, par), shape)
 
 
 def mixed_step_cost(model, hw, new, past, dt, eff, attention="fused", par: Parallel = SINGLE,
@@ -84,6 +86,23 @@ def tpot_nodes(first, steps, k: int = TPOT_NODES):
     w[1:] += (d + 1) / 2
     w[1:-1] -= 1
     return s, w
+
+
+def _step_times(model, hw, B, s, dt, eff, attention, par) -> np.ndarray:
+    """Decode-step times at contexts ``s`` (whole numbers) for batches ``B``, broadcast.
+
+    On a grid, B's axes and the contexts' axes are apart and the contexts span few distinct
+    values: the step is then evaluated once per (batch, context in [min, max]) and looked up,
+    the same numbers at a fraction of the work. Otherwise (scenarios in a list), directly."""
+    lo, hi = float(s.min()), float(s.max())
+    full = int(np.prod(np.broadcast_shapes(np.shape(B), np.shape(s)), dtype=float))
+    if np.size(B) * (hi - lo + 1) * 2 > full:
+        return decode_cost(model, hw, B, s, dt, eff, attention, par).time_s
+    contexts = np.arange(lo, hi + 1)
+    table = decode_cost(model, hw, np.asarray(B)[..., None], contexts, dt, eff, attention, par).time_s
+    table = np.broadcast_to(table, np.shape(B) + contexts.shape)  # B's axes, then the context
+    index = (s - lo).astype(np.intp)[..., None]
+    return np.take_along_axis(table[None], index, axis=-1)[..., 0]
 
 
 @dataclass(frozen=True)
@@ -161,11 +180,17 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batch=1, prompt_len=512, output
     """Estimate one request shape, or many: batch, prompt_len and output_len broadcast.
     Times and memory are per GPU of the setup's TP x PP split (calc.cost.parallel), under the
     profile's engine preset (``hw.with_engine(name)`` picks another); the attention kernel
-    defaults to the preset's (fused unless the preset says otherwise)."""
+    defaults to the preset's (fused unless the preset says otherwise).
+
+    Axes that broadcast (a grid: B of shape (b, 1, 1), T (1, t, 1), G (1, 1, g)) are not
+    expanded first: each term is computed at the shape of the inputs it depends on (prefill
+    over B x T, the non-attention part of a decode step over B), and the results are views
+    of the full shape. Equal-shaped inputs give the same numbers either way."""
     B = _as_int_array(batch, "--batch", 1)
     T = _as_int_array(prompt_len, "--prompt-len", 1)
     G = _as_int_array(output_len, "--output-len", 1)
-    B, T, G = np.broadcast_arrays(B, T, G)
+    shape = np.broadcast_shapes(B.shape, T.shape, G.shape)
+    B, T, G = (a.reshape((1,) * (len(shape) - a.ndim) + a.shape) for a in (B, T, G))  # same ndim, unexpanded
     held = T + G - 1
     if np.any(held > model.max_context):
         worst = held.max()
@@ -174,13 +199,16 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batch=1, prompt_len=512, output
                         f"{model.max_context}")
     run = setup.resolve(model, hw)
     dt, attention, logits, par, eff = run.dtypes, run.attention, run.logits, run.parallel, run.efficiency
-    prefill, prefill_ops = prefill_cost(model, hw, B, T, dt, eff, attention, par=par, logits=logits)
-    first = decode_cost(model, hw, B, T, dt, eff, attention, par)
+    prefill, prefill_ops = prefill_cost(model, hw, B, T, dt, eff, attention, par=par, logits=logits, shape=shape)
+    first = decode_cost(model, hw, B, T, dt, eff, attention, par, shape=shape)
     steps = G - 1
     s, w = tpot_nodes(T, steps)
-    node_times = decode_cost(model, hw, B, s, dt, eff, attention, par).time_s
+    node_times = _step_times(model, hw, B, s, dt, eff, attention, par)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(steps > 0, (w * node_times).sum(axis=0) / np.maximum(steps, 1), np.nan)
     memory = request_memory(model, hw, B, T, G, dt, prefill_ops, par)
-    return Estimate(model, hw, B, T, G, dt, attention, setup.ideal, par, prefill, first, mean, memory,
-                    eff.request_overhead_s)
+    memory = replace(memory, kv_cache_bytes=np.broadcast_to(memory.kv_cache_bytes, shape),
+                     activation_bytes=np.broadcast_to(memory.activation_bytes, shape))
+    B, T, G = np.broadcast_arrays(B, T, G)
+    return Estimate(model, hw, B, T, G, dt, attention, setup.ideal, par, prefill, first,
+                    np.broadcast_to(mean, shape), memory, eff.request_overhead_s)

@@ -86,17 +86,28 @@ def op_time(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency,
 
 @dataclass(frozen=True)
 class PhaseCost:
-    """A whole pass: totals over operators, its time and what bounds it."""
+    """A whole pass: totals over operators, its time and what bounds it.
+
+    ``shape``: the scenarios' shape when the operators' arrays are smaller and broadcast to it
+    (a grid's axes, not expanded): each total is computed once at the operators' own shape
+    and returned as a read-only view of ``shape``. () keeps the totals' own shape.
+    """
 
     ops: tuple[OpTime, ...]
     step_overhead_s: float
+    shape: tuple[int, ...] = ()
+
+    def _full(self, value) -> np.ndarray:
+        if not self.shape or np.shape(value) == self.shape:
+            return value
+        return np.broadcast_to(value, np.broadcast_shapes(np.shape(value), self.shape))
 
     def _sum(self, field: str) -> np.ndarray:
-        return total([t.op for t in self.ops], field)
+        return self._full(total([t.op for t in self.ops], field))
 
     @cached_property
     def flops(self) -> np.ndarray:
-        return accumulate(t.op.flops * t.op.layers for t in self.ops)
+        return self._full(accumulate(t.op.flops * t.op.layers for t in self.ops))
 
     @cached_property
     def linear_flops(self) -> np.ndarray:
@@ -112,27 +123,27 @@ class PhaseCost:
 
     @cached_property
     def bytes(self) -> np.ndarray:
-        return accumulate(t.op.bytes * t.op.layers for t in self.ops)
+        return self._full(accumulate(t.op.bytes * t.op.layers for t in self.ops))
 
     def stream_bytes(self) -> dict[str, np.ndarray]:
         return {s: self._sum(s) for s in STREAMS}
 
     @cached_property
     def compute_s(self) -> np.ndarray:
-        return accumulate(t.compute_s * t.op.layers for t in self.ops)
+        return self._full(accumulate(t.compute_s * t.op.layers for t in self.ops))
 
     @cached_property
     def memory_s(self) -> np.ndarray:
-        return accumulate(t.memory_s * t.op.layers for t in self.ops)
+        return self._full(accumulate(t.memory_s * t.op.layers for t in self.ops))
 
     @cached_property
     def time_s(self) -> np.ndarray:
-        return accumulate(t.total_time_s for t in self.ops) + self.step_overhead_s
+        return self._full(accumulate(t.total_time_s for t in self.ops) + self.step_overhead_s)
 
     @cached_property
     def comm_s(self) -> np.ndarray:
         """Time spent in collectives (included in time_s)."""
-        return accumulate(t.comm_s * t.op.layers for t in self.ops)
+        return self._full(accumulate(t.comm_s * t.op.layers for t in self.ops))
 
     @property
     def comm_bytes(self) -> np.ndarray:
@@ -156,6 +167,6 @@ class PhaseCost:
 
 
 def phase_cost(ops: list[OpCost], hw: HardwareSpec, dt: Dtypes, eff: Efficiency,
-               link: tuple[float, float] = (np.inf, 0.0)) -> PhaseCost:
+               link: tuple[float, float] = (np.inf, 0.0), shape: tuple[int, ...] = ()) -> PhaseCost:
     step_s = eff.for_dtype(dt.compute).step_overhead_s
-    return PhaseCost(tuple(op_time(op, hw, dt, eff, link) for op in ops), step_s)
+    return PhaseCost(tuple(op_time(op, hw, dt, eff, link) for op in ops), step_s, tuple(shape))

@@ -64,7 +64,7 @@ def test_cli_sweep_writes_csv_and_jsonl(tmp_path):
     (["--batch", ""], "no values"),
     (["--batch", "1:100000", "--prompt-len", "1:2000", "--output-len", "1:1000"], "--yes"),
     (["--out", "/nonexistent-dir/x.csv"], "does not exist"),
-    (["--out", "x.parquet"], ".csv or .jsonl"),
+    (["--out", "x.xlsx"], ".parquet or .jsonl"),
     (["--columns", "nope"], "unknown column"),
     (["--tp", "3"], "--tp"),
 ])
