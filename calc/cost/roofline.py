@@ -26,6 +26,9 @@ from calc.cost.opcost import STREAMS, OpCost, accumulate, total
 from calc.spec.hardware import HardwareSpec
 
 
+BOUNDS = np.array(["compute", "memory", "communication"])  # what bounds a pass, by bound_code
+
+
 def peak_for(hw: HardwareSpec, dt: Dtypes, peak: str) -> float:
     """FLOP/s roof for an operator class: matmul at the compute dtype, attention at its
     own (16-bit) dtype, elementwise ("vector") at fp32 without tensor cores."""
@@ -160,10 +163,15 @@ class PhaseCost:
         return self.compute_s >= self.memory_s
 
     @property
+    def bound_code(self) -> np.ndarray:
+        """Index into BOUNDS: 0 compute, 1 memory, 2 communication (collectives outweigh both)."""
+        comm = self.comm_s > np.maximum(self.compute_s, self.memory_s)
+        return np.where(comm, np.int8(2), np.where(self.compute_bound, np.int8(0), np.int8(1)))
+
+    @property
     def bound(self):
         """compute, memory, or communication when collectives outweigh both."""
-        comm = self.comm_s > np.maximum(self.compute_s, self.memory_s)
-        return np.where(comm, "communication", np.where(self.compute_bound, "compute", "memory"))
+        return BOUNDS[self.bound_code]
 
 
 def phase_cost(ops: list[OpCost], hw: HardwareSpec, dt: Dtypes, eff: Efficiency,

@@ -16,13 +16,15 @@ import numpy as np
 from calc.core.errors import SpecError, TooLarge
 from calc.core.progress import Progress, silent
 from calc.cost.latency import estimate
+from calc.cost.roofline import BOUNDS
 from calc.cost.setup import Setup
 from calc.cost.speculative import speculative
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
 
 MAX_SCENARIOS = 100_000_000
-CHUNK = 32_768  # scenarios per vectorised call: arrays stay in cache
+CHUNK = 32_768  # scenarios per vectorised call over a flat list: arrays stay in cache
+BLOCK = 262_144  # scenarios per call over a grid's axes (the decode nodes make 8x as many values)
 
 
 def _listify(value) -> list:
@@ -37,9 +39,15 @@ def grid_size(**axes) -> int:
     return int(np.prod([len(_listify(v)) for v in axes.values()], dtype=float))
 
 
+# Text columns of few values, held as codes until the frame is built: column -> labels.
+TEXT = {"prefill_bound": BOUNDS, "decode_bound": BOUNDS}
+INTEGER = ("batch", "prompt_tokens", "output_tokens", "decode_context_tokens")
+
+
 def _columns(est, model, hw, tp, spec=None) -> dict[str, np.ndarray]:
-    """The DataFrame columns of one vectorised estimate (flattened); with ``spec`` (a SpecConfig)
-    the speculative-decoding columns too."""
+    """The DataFrame columns of one vectorised estimate, each in a shape that broadcasts to the
+    scenarios' (text columns as codes into TEXT's labels); with ``spec`` (a SpecConfig) the
+    speculative-decoding columns too."""
     gpus = est.parallel.gpus
     out_tps = est.output_tokens_per_s
     cols = {
@@ -47,10 +55,10 @@ def _columns(est, model, hw, tp, spec=None) -> dict[str, np.ndarray]:
         "ttft_s": est.ttft_s, "tpot_s": est.tpot_s, "e2e_s": est.e2e_s,
         "output_tokens_per_s": out_tps, "total_tokens_per_s": est.total_tokens_per_s,
         "prefill_flops": est.prefill.flops, "prefill_bytes": est.prefill.bytes,
-        "prefill_intensity_flop_per_byte": est.prefill.intensity, "prefill_bound": est.prefill.bound,
+        "prefill_intensity_flop_per_byte": est.prefill.intensity, "prefill_bound": est.prefill.bound_code,
         "decode_context_tokens": est.prompt_len, "decode_step_s": est.decode.time_s,
         "decode_flops": est.decode.flops, "decode_bytes": est.decode.bytes,
-        "decode_intensity_flop_per_byte": est.decode.intensity, "decode_bound": est.decode.bound,
+        "decode_intensity_flop_per_byte": est.decode.intensity, "decode_bound": est.decode.bound_code,
         "comm_decode_s": est.decode.comm_s,
         "weights_bytes_per_gpu": est.memory.weights_bytes, "kv_cache_bytes_per_gpu": est.memory.kv_cache_bytes,
         "activation_bytes_per_gpu": est.memory.activation_bytes, "memory_bytes_per_gpu": est.memory.total_bytes,
@@ -66,11 +74,42 @@ def _columns(est, model, hw, tp, spec=None) -> dict[str, np.ndarray]:
         cols.update(spec_tokens_per_step=sp.tokens_per_step, spec_tpot_s=sp.tpot_s, spec_speedup=sp.speedup,
                     spec_ttft_s=sp.ttft_s, spec_output_tokens_per_s=sp.output_tokens_per_s,
                     spec_memory_bytes_per_gpu=sp.memory_total_bytes, spec_fits=sp.fits)
-    n = np.size(est.batch)
-    out = {k: np.broadcast_to(np.asarray(v), np.shape(est.batch)).reshape(n) for k, v in cols.items()}
-    for k in ("batch", "prompt_tokens", "output_tokens", "decode_context_tokens"):
-        out[k] = out[k].astype(np.int64)
-    return out
+    return cols
+
+
+def _dtype(name: str, value) -> np.dtype:
+    return np.dtype(np.int64) if name in INTEGER else np.asarray(value).dtype
+
+
+def _text(codes: np.ndarray, labels) -> object:
+    """A text column from codes into labels, built without a Python string per row: as an
+    Arrow dictionary decoded in C++ when pandas keeps text in Arrow, else as objects."""
+    import pandas as pd
+
+    labels = [str(x) for x in labels]
+    dtype = pd.Series(labels[:1]).dtype
+    if getattr(dtype, "storage", None) == "pyarrow":
+        import pyarrow as pa
+
+        arr = pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), pa.array(labels, pa.large_string()))
+        return pd.Series(arr.cast(pa.large_string()), dtype=dtype)
+    return pd.Series(np.array(labels, dtype=object)[codes], dtype=dtype)
+
+
+def _blocks(nb: int, nt: int, ng: int):
+    """(batch slice, prompt slice) blocks of about BLOCK scenarios each, in the nested row order:
+    whole prompt x output planes for several batches, or, when one plane is larger, slices of
+    the prompts of one batch."""
+    plane = nt * ng
+    if plane <= BLOCK:
+        step = max(1, BLOCK // plane)
+        for i in range(0, nb, step):
+            yield slice(i, i + step), slice(0, nt)
+        return
+    step = max(1, BLOCK // ng)
+    for i in range(nb):
+        for j in range(0, nt, step):
+            yield slice(i, i + 1), slice(j, j + step)
 
 
 def sweep(model: ModelSpec | list[ModelSpec], hardware: HardwareSpec | list[HardwareSpec], batch=1,
@@ -84,7 +123,7 @@ def sweep(model: ModelSpec | list[ModelSpec], hardware: HardwareSpec | list[Hard
     the estimator unchanged. Rows are in the nested order model, hardware, weight dtype,
     KV dtype, TP, batch, prompt, output. ``spec`` (a calc.cost.speculative.SpecConfig) adds
     the spec_* columns: speculative TPOT, speedup, tokens per step, TTFT, throughput, memory.
-    ``progress(done, total, label)`` after each chunk.
+    ``progress(done, total, label)`` after each block.
     """
     import pandas as pd
 
@@ -96,9 +135,8 @@ def sweep(model: ModelSpec | list[ModelSpec], hardware: HardwareSpec | list[Hard
     if n > max_scenarios:
         raise TooLarge("sweep", f"the grid has {n:,} scenarios, more than the limit of {max_scenarios:,}",
                        "max_scenarios")
-    numeric = np.meshgrid(np.asarray(_listify(batch), float), np.asarray(_listify(prompt_len), float),
-                          np.asarray(_listify(output_len), float), indexing="ij")
-    B, T, G = (a.reshape(-1) for a in numeric)
+    bv, tv, gv = (np.asarray(_listify(v), float) for v in (batch, prompt_len, output_len))
+    per_batch = tv.size * gv.size
     frames = []
     done = 0
     for m_ref, h_ref, wd, kd, tp_n, pp_n in itertools.product(
@@ -107,18 +145,27 @@ def sweep(model: ModelSpec | list[ModelSpec], hardware: HardwareSpec | list[Hard
         m, hw = m_ref, h_ref
         setup = Setup.of(weight_dtype=wd, kv_dtype=kd, compute_dtype=compute_dtype, attention=attention,
                          ideal=ideal, tp=tp_n, pp=pp_n, **options)
-        parts = []
-        for i in range(0, B.size, CHUNK):
-            sl = slice(i, i + CHUNK)
-            est = estimate(m, hw, B[sl], T[sl], G[sl], setup)
-            parts.append(_columns(est, m, hw, tp_n, spec))
-            done += min(CHUNK, B.size - i)
+        cols: dict[str, np.ndarray] = {}
+        total = bv.size * per_batch
+        row = 0
+        for bs, ts in _blocks(bv.size, tv.size, gv.size):
+            # one call over the block's axes (B x T x G, not expanded): rows in nested order
+            est = estimate(m, hw, bv[bs, None, None], tv[None, ts, None], gv[None, None, :], setup)
+            shape, size = np.shape(est.batch), np.size(est.batch)
+            for k, v in _columns(est, m, hw, tp_n, spec).items():
+                if k not in cols:
+                    cols[k] = np.empty(total, dtype=_dtype(k, v))
+                np.copyto(cols[k][row:row + size].reshape(shape), v, casting="unsafe")
+            row += size
+            done += size
             progress(done, n, f"{m.name} on {hw.name}")
-        cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         head = {"model": m.name, "hardware": hw.name, "weight_dtype": est.dtypes.weight, "kv_dtype": est.dtypes.kv,
-                "compute_dtype": est.dtypes.compute, "tp": int(tp_n), "pp": int(pp_n), "gpus": int(tp_n) * int(pp_n)}
-        frame = pd.DataFrame(cols)
-        for j, (k, v) in enumerate(head.items()):
-            frame.insert(j, k, v)
+                "compute_dtype": est.dtypes.compute}
+        ints = {"tp": int(tp_n), "pp": int(pp_n), "gpus": int(tp_n) * int(pp_n)}
+        zeros = np.zeros(total, np.int8)
+        data = {k: _text(zeros, [v]) for k, v in head.items()}
+        data.update({k: np.full(total, v, np.int64) for k, v in ints.items()})
+        data.update({k: _text(v, TEXT[k]) if k in TEXT else v for k, v in cols.items()})
+        frame = pd.DataFrame(data, copy=False)
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]

@@ -37,7 +37,7 @@ def _quoting(table) -> str:
 
     for col in table.columns:
         if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-            if pc.any(pc.match_substring_regex(col, '[",\r\n]')).as_py():
+            if pc.any(pc.match_substring_regex(pc.unique(col), '[",\r\n]')).as_py():
                 return "needed"
     return "none"
 

@@ -74,13 +74,26 @@ def test_cli_sweep_errors(args, needle):
 
 
 def test_sweep_is_vectorised_not_a_loop(monkeypatch):
-    # 20,000 scenarios through one model/hardware pair: one estimator call per CHUNK of them,
-    # not one per scenario (how fast that is, `python -m calc.bench` prints)
+    # 20,000 scenarios through one model/hardware pair: one estimator call over the grid's axes
+    # per BLOCK of them, not one per scenario (how fast that is, `python -m calc.bench` prints)
     import calc.cost.sweep as sw
 
     calls = []
     real = sw.estimate
-    monkeypatch.setattr(sw, "estimate", lambda *a, **k: calls.append(np.size(a[2])) or real(*a, **k))
+    monkeypatch.setattr(sw, "estimate", lambda *a, **k: calls.append(np.broadcast(*a[2:5]).size) or real(*a, **k))
     df = calc.sweep(batch=list(range(1, 101)), prompt_len=list(range(64, 12864, 64)), output_len=[128])
     assert len(df) == 20_000 and np.isfinite(df.ttft_s).all()
-    assert calls == [20_000] if sw.CHUNK >= 20_000 else len(calls) == -(-20_000 // sw.CHUNK)
+    assert sum(calls) == 20_000 and len(calls) == -(-20_000 // sw.BLOCK)
+
+
+def test_sweep_blocks_keep_the_nested_row_order(monkeypatch):
+    # small blocks force both ways of cutting the grid; rows stay batch, prompt, output nested
+    import calc.cost.sweep as sw
+
+    expected = calc.sweep(batch=[1, 2, 3], prompt_len=[64, 128, 256, 512, 1024], output_len=[2, 16, 64])
+    for block in (7, 20):
+        monkeypatch.setattr(sw, "BLOCK", block)
+        df = calc.sweep(batch=[1, 2, 3], prompt_len=[64, 128, 256, 512, 1024], output_len=[2, 16, 64])
+        assert df[["batch", "prompt_tokens", "output_tokens"]].values.tolist() == [
+            [b, t, g] for b in (1, 2, 3) for t in (64, 128, 256, 512, 1024) for g in (2, 16, 64)]
+        assert df.equals(expected)
