@@ -25,7 +25,6 @@ from calc.cost.efficiency import Efficiency
 from calc.cost.opcost import STREAMS, OpCost, accumulate, total
 from calc.spec.hardware import HardwareSpec
 
-
 BOUNDS = np.array(["compute", "memory", "communication"])  # what bounds a pass, by bound_code
 
 
