@@ -20,8 +20,24 @@ import validate.cli  # noqa: F401  (validate, calibrate, validate-comm; torch on
 __all__ = ["app", "main"]
 
 
+def _only(name: str):
+    """The app with just the command ``name`` on it: typer builds the options of every
+    registered command at start-up (inspecting each signature), which a run of one command
+    need not pay. Commands resolve, parse and fail exactly as on the full app."""
+    import typer
+
+    infos = [c for c in app.registered_commands if (c.name or c.callback.__name__) == name]
+    if not infos:
+        return app  # unknown, or an option such as --help: the full app answers
+    one = typer.Typer(**{k: getattr(app.info, k) for k in ("no_args_is_help", "help")},
+                      pretty_exceptions_show_locals=False, add_completion=False)
+    one.registered_commands = infos
+    one.callback()(lambda: None)  # a group, as the full app is (one command alone would be the app)
+    return one
+
+
 def main() -> None:
-    app()
+    (_only(sys.argv[1]) if len(sys.argv) > 1 else app)()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -70,3 +70,14 @@ def test_plan_table_bad_suffix_exits_2(tmp_path):
     w.write_text(WORKLOAD)
     r = run("plan", w, "--table", tmp_path / "plan.xlsx")
     assert r.exit_code == 2 and "--table" in r.stderr
+
+
+def test_a_run_builds_only_its_command_and_answers_the_same():
+    from calc.cli.app import _only
+
+    args = ["estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--format", "json"]
+    one = runner.invoke(_only("estimate"), args)
+    assert one.exit_code == 0 and one.stdout == run(*args).stdout
+    bad = runner.invoke(_only("estimate"), ["estimate", "--model", "nope", "--hardware", "h100-sxm"])
+    assert bad.exit_code == 2 and "unknown model" in bad.stderr
+    assert _only("--help") is app and _only("estimat") is app
