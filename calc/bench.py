@@ -1,92 +1,177 @@
-"""Speed figures the issues promise, printed: `python -m calc.bench`.
+"""Speed figures the issues promise, printed: `python -m calc.bench` (`--quick`: fewer repeats).
 
-1. Cold `roofline estimate` (a fresh process, imports included), median of 5.
-2. Vectorized throughput: one million (B, T, S) scenarios through the prefill and
-   decode-step operator model and roofline in one call.
-3. `calc.sweep` over a million (B, T, G) requests (prefill, TPOT averaged over the
-   decode steps, memory) into a DataFrame; writing it as CSV is timed apart.
+On a shared machine wall times move with other load, so each figure is a median of repeated
+runs, start-up is a ratio of paired runs (the two commands alternate), and CPU seconds (this
+process, all threads) are printed beside wall seconds. The load average is printed too.
+
+1. Cold `roofline estimate` over the import of its own dependencies (numpy, pydantic, typer,
+   pyyaml): median ratio of paired fresh processes.
+2. The whole-request estimate (prefill, TPOT over the decode steps, memory) in one call over a
+   million (B, T, G) scenarios given as grid axes, as `calc.sweep` passes them.
+3. A 1,000,000-scenario `calc.sweep` written as CSV and as Parquet (frame + file).
+4. Every example plan (reports/plans/workloads/*.yaml) at its own request count, and one
+   10,000-request simulation.
 """
 
 from __future__ import annotations
 
+import os
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
 from calc import load_hardware, load_model
-from calc.cost.dtypes import Dtypes
-from calc.cost.efficiency import Efficiency
-from calc.cost.latency import decode_cost, prefill_cost
-from calc.cost.sweep import CHUNK
+from calc.spec.catalog import REPO_ROOT
 
-_TIMER = """
-import statistics, subprocess, sys, time
-cmd, runs = sys.argv[2:], int(sys.argv[1])
-times = []
+_PAIRED = """
+import subprocess, sys, time
+runs, n = int(sys.argv[1]), int(sys.argv[2])
+cmds = [sys.argv[3:3 + n], sys.argv[3 + n:]]
+times = [[], []]
 for _ in range(runs):
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True)
-    times.append(time.perf_counter() - t0)
-print(statistics.median(times))
+    for c, t in zip(cmds, times):
+        t0 = time.perf_counter()
+        subprocess.run(c, check=True, capture_output=True)
+        t.append(time.perf_counter() - t0)
+print(*times[0]); print(*times[1])
 """
+DEPS = "import numpy, pydantic, typer, yaml"
 
 
-def cold_estimate_s(runs: int = 5) -> float:
-    """Median wall time of the installed console script next to this interpreter (what a
-    user runs; a version manager's shim in front of it adds its own start-up), else
-    ``python -m calc.cli.app``. The clock runs in a bare interpreter, apart from this process.
-    On a shared 2-core machine the figure moves by +-0.1 s with other load."""
-    from pathlib import Path
+def _timed(fn, runs: int):
+    """(median wall s, median CPU s, last result) of ``runs`` calls."""
+    walls, cpus, out = [], [], None
+    for _ in range(runs):
+        c, t = time.process_time(), time.perf_counter()
+        out = fn()
+        walls.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
+    return statistics.median(walls), statistics.median(cpus), out
 
+
+def cold_estimate(runs: int = 9) -> tuple[float, float, float]:
+    """(median s of `import numpy, pydantic, typer, yaml`, median s of a cold `roofline
+    estimate`, median of the per-pair ratios). The installed console script next to this
+    interpreter when there is one (what a user runs), else ``python -m calc.cli.app``;
+    the clock runs in a bare interpreter, apart from this process."""
     script = Path(sys.executable).with_name("roofline")
     head = [str(script)] if script.exists() else [sys.executable, "-m", "calc.cli.app"]
     cmd = [*head, "estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm"]
-    out = subprocess.run([sys.executable, "-c", _TIMER, str(runs), *cmd], check=True, capture_output=True, text=True)
-    return float(out.stdout)
+    base = [sys.executable, "-c", DEPS]
+    out = subprocess.run([sys.executable, "-c", _PAIRED, str(runs), str(len(base)), *base, *cmd], check=True,
+                         capture_output=True, text=True).stdout.split("\n")
+    deps, est = ([float(x) for x in line.split()] for line in out[:2])
+    return statistics.median(deps), statistics.median(est), statistics.median(e / d for d, e in zip(deps, est))
 
 
-def scenarios_per_s(n: int = 1_000_000, model: str = "llama-3.1-8b", hardware: str = "h100-sxm") -> float:
+def grid_estimates(runs: int = 5, model: str = "llama-3.1-8b", hardware: str = "h100-sxm"):
+    """(median wall s, median CPU s, scenarios) of one estimate call over a 100 x 100 x 100 grid."""
+    from calc.cost.latency import estimate
+
     m, hw = load_model(model), load_hardware(hardware)
+    B = np.arange(1.0, 101)[:, None, None]
+    T = np.arange(128.0, 12929, 128)[None, :100, None]
+    G = np.arange(16.0, 1601, 16)[None, None, :]
+
+    def once():
+        e = estimate(m, hw, B, T, G)
+        return e.ttft_s, e.tpot_s, e.e2e_s, e.memory.total_bytes
+
+    wall, cpu, out = _timed(once, runs)
+    return wall, cpu, int(np.size(out[1]))
+
+
+def list_estimates(n: int = 131_072, runs: int = 3):
+    """(median wall s, scenarios) of one call over ``n`` random (B, T, G) scenarios in a list."""
+    from calc.cost.latency import estimate
+
+    m, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     rng = np.random.default_rng(0)
-    B = rng.integers(1, 257, n).astype(float)
-    T = rng.integers(1, 8193, n).astype(float)
-    S = rng.integers(1, 32769, n).astype(float)
-    dt, eff = Dtypes.resolve(m), Efficiency.of(hw)
-    t0 = time.perf_counter()
-    for i in range(0, n, CHUNK):  # cache-sized chunks of one vectorised call each
-        sl = slice(i, i + CHUNK)
-        pre = prefill_cost(m, hw, B[sl], T[sl], dt, eff)[0]
-        dec = decode_cost(m, hw, B[sl], S[sl], dt, eff)
-        _ = (pre.time_s, pre.bound, dec.time_s, dec.bound, pre.flops, dec.bytes)
-    return n / (time.perf_counter() - t0)
+    B, T, G = rng.integers(1, 257, n), rng.integers(1, 8193, n), rng.integers(1, 2049, n)
+    wall, _, _ = _timed(lambda: estimate(m, hw, B, T, G).tpot_s, runs)
+    return wall, n
 
 
-def sweep_million_s() -> tuple[float, float, int]:
-    """(seconds to build the DataFrame, seconds to write it as CSV, rows)."""
-    import tempfile
-
+def sweep_to_files(runs: int = 3) -> dict[str, tuple[float, float]]:
+    """suffix -> (median wall s, median CPU s) of a million-scenario sweep into that file."""
     from calc import sweep
     from calc.render.frames import write_frame
 
-    t0 = time.perf_counter()
-    df = sweep("llama-3.1-8b", "h100-sxm", batch=list(range(1, 101)), prompt_len=list(range(128, 12929, 128)),
-               output_len=list(range(16, 1601, 16)))
-    built = time.perf_counter() - t0
+    def grid():
+        return sweep("llama-3.1-8b", "h100-sxm", batch=list(range(1, 101)), prompt_len=list(range(128, 12801, 128)),
+                     output_len=list(range(16, 1601, 16)))
+
+    out = {}
     with tempfile.TemporaryDirectory() as d:
-        t0 = time.perf_counter()
-        write_frame(df[["batch", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s"]], f"{d}/s.csv")
-        written = time.perf_counter() - t0
-    return built, written, len(df)
+        for suffix in (".csv", ".parquet"):
+            wall, cpu, _ = _timed(lambda s=suffix: write_frame(grid(), f"{d}/grid{s}"), runs)
+            out[suffix] = (wall, cpu)
+        out["rows"] = len(grid())
+    return out
 
 
-def main() -> None:
-    print(f"cold `roofline estimate` (median of 5 processes): {cold_estimate_s():.3f} s   (target < 0.5 s)")
-    print(f"vectorized (B, T, S) phase scenarios:              {scenarios_per_s():,.0f} /s (target >= 1,000,000 /s)")
-    built, written, rows = sweep_million_s()
-    print(f"calc.sweep over {rows:,} requests -> DataFrame:   {built:.2f} s   (target < 5 s)")
-    print(f"  writing 5 of its columns as CSV:                {written:.2f} s   (pandas text formatting)")
+def plans(runs: int = 1) -> list[tuple[str, float, float, int, int]]:
+    """(workload, median wall s, CPU s, simulations, requests each) per example plan."""
+    from calc.serving.plan import plan
+    from calc.spec.workload import load_workload
+
+    rows = []
+    for path in sorted((REPO_ROOT / "reports" / "plans" / "workloads").glob("*.yaml")):
+        wl = load_workload(path)
+        wall, cpu, p = _timed(lambda w=wl: plan(w), runs)
+        rows.append((path.stem, wall, cpu, p.simulations, p.requests))
+    return rows
+
+
+def simulation(n: int = 10_000, runs: int = 3) -> tuple[float, float, int]:
+    """(median wall s, CPU s, steps) of one n-request simulation: the chat workload's lengths
+    and rate on one H100 (Llama-3.1-8B, TP1, max batch 256)."""
+    from calc.cost.dtypes import Dtypes
+    from calc.serving.capacity import Replica
+    from calc.serving.simulate import simulate
+    from calc.spec.workload import load_workload
+
+    wl = load_workload(REPO_ROOT / "reports" / "plans" / "workloads" / "chat-llama-3.1-8b.yaml", n)
+    rep = Replica(wl.model, load_hardware("h100-sxm"), 1, 256, Dtypes.resolve(wl.model), wl.spec.serving)
+    _ = rep.steps, rep.kv
+    rate = wl.spec.arrival.rate_per_s or 10.0
+    wall, cpu, sim = _timed(lambda: simulate(rep, wl.prompt_len, wl.output_len, rate_per_s=rate, seed=0), runs)
+    return wall, cpu, sim.steps
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} CPUs"
+
+
+def main(argv: list[str] | None = None) -> None:
+    quick = "--quick" in (argv if argv is not None else sys.argv[1:])
+    r = 1 if quick else 3
+    print(f"roofline bench: {_load()}")
+    deps, est, ratio = cold_estimate(3 if quick else 9)
+    print(f"cold `roofline estimate`: {est:.3f} s vs `{DEPS}` {deps:.3f} s: "
+          f"{ratio:.2f}x (median of paired runs; target <= 1.3x)")
+    wall, cpu, n = grid_estimates(2 if quick else 5)
+    print(f"whole-request estimate, one call over {n:,} (B, T, G) grid scenarios: {n / wall / 1e6:.2f} M/s "
+          f"({wall:.3f} s wall, {cpu:.3f} s CPU, median; target >= 3 M/s)")
+    wall, n = list_estimates(runs=r)
+    print(f"  the same over {n:,} random scenarios in a list (no grid to share work): {n / wall / 1e6:.2f} M/s")
+    files = sweep_to_files(r)
+    for suffix, target in ((".csv", 5.0), (".parquet", 3.0)):
+        wall, cpu = files[suffix]
+        print(f"calc.sweep over {files['rows']:,} scenarios -> {suffix}: {wall:.2f} s wall, {cpu:.2f} s CPU "
+              f"(median of {r}; target <= {target:g} s)")
+    for name, wall, cpu, sims, reqs in plans():
+        print(f"plan {name}: {wall:.1f} s wall, {cpu:.1f} s CPU ({sims} simulations of {reqs:,} requests; "
+              f"target <= 5 s)")
+    wall, cpu, steps = simulation(runs=r)
+    print(f"10,000-request simulation: {wall:.2f} s wall, {cpu:.2f} s CPU ({steps:,} steps; target <= 1 s)")
+    print(f"done: {_load()}")
 
 
 if __name__ == "__main__":
