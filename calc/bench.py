@@ -66,7 +66,7 @@ def cold_estimate(runs: int = 9) -> tuple[float, float, float]:
     out = subprocess.run([sys.executable, "-c", _PAIRED, str(runs), str(len(base)), *base, *cmd], check=True,
                          capture_output=True, text=True).stdout.split("\n")
     deps, est = ([float(x) for x in line.split()] for line in out[:2])
-    return statistics.median(deps), statistics.median(est), statistics.median(e / d for d, e in zip(deps, est))
+    return statistics.median(deps), statistics.median(est), statistics.median(e / d for d, e in zip(deps, est, strict=True))
 
 
 def grid_estimates(runs: int = 5, model: str = "llama-3.1-8b", hardware: str = "h100-sxm"):
