@@ -23,7 +23,6 @@ from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
 
 MAX_SCENARIOS = 100_000_000
-CHUNK = 32_768  # scenarios per vectorised call over a flat list: arrays stay in cache
 BLOCK = 262_144  # scenarios per call over a grid's axes (the decode nodes make 8x as many values)
 
 

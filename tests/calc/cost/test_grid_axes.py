@@ -5,6 +5,7 @@ import pytest
 
 from calc import load_hardware, load_model
 from calc.cost.latency import estimate
+from calc.cost.setup import Setup
 
 # Sparse lengths (each decode step evaluated where it falls) and dense ones (the steps looked
 # up in a table over the contexts' range): both paths of calc.cost.latency._step_times.
@@ -20,8 +21,8 @@ def test_axes_match_expanded(model, options, axes):
     B, T, G = axes
     shape = np.broadcast_shapes(B.shape, T.shape, G.shape)
     m, hw = load_model(model), load_hardware("h100-sxm")
-    grid = estimate(m, hw, B, T, G, **options)
-    flat = estimate(m, hw, *(a.reshape(-1) for a in np.broadcast_arrays(B, T, G)), **options)
+    grid = estimate(m, hw, B, T, G, Setup.of(**options))
+    flat = estimate(m, hw, *(a.reshape(-1) for a in np.broadcast_arrays(B, T, G)), Setup.of(**options))
     for name in ("ttft_s", "tpot_s", "e2e_s", "kv_cache_bytes", "output_tokens_per_s"):
         a, b = np.asarray(getattr(grid, name)), np.asarray(getattr(flat, name))
         assert a.shape == shape
