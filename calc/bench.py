@@ -54,19 +54,27 @@ def _timed(fn, runs: int):
     return statistics.median(walls), statistics.median(cpus), out
 
 
+def _paired(base: list[str], cmd: list[str], runs: int, cwd=None) -> tuple[float, float, float]:
+    out = subprocess.run([sys.executable, "-c", _PAIRED, str(runs), str(len(base)), *base, *cmd], check=True,
+                         capture_output=True, text=True, cwd=cwd).stdout.split("\n")
+    a, b = ([float(x) for x in line.split()] for line in out[:2])
+    return statistics.median(a), statistics.median(b), statistics.median(y / x for x, y in zip(a, b, strict=True))
+
+
+def pydantic_floor(runs: int = 9) -> float:
+    """Median ratio of the dependencies' import plus one pydantic model class over the import
+    alone: what defining any model costs (pydantic builds its schema machinery on the first)."""
+    model = DEPS + "\nfrom pydantic import BaseModel\nclass A(BaseModel):\n    x: int"
+    return _paired([sys.executable, "-c", DEPS], [sys.executable, "-c", model], runs)[2]
+
+
 def cold_estimate(runs: int = 9) -> tuple[float, float, float]:
     """(median s of `import numpy, pydantic, typer, yaml`, median s of a cold `roofline
-    estimate`, median of the per-pair ratios). The installed console script next to this
-    interpreter when there is one (what a user runs), else ``python -m calc.cli.app``;
-    the clock runs in a bare interpreter, apart from this process."""
-    script = Path(sys.executable).with_name("roofline")
-    head = [str(script)] if script.exists() else [sys.executable, "-m", "calc.cli.app"]
-    cmd = [*head, "estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm"]
-    base = [sys.executable, "-c", DEPS]
-    out = subprocess.run([sys.executable, "-c", _PAIRED, str(runs), str(len(base)), *base, *cmd], check=True,
-                         capture_output=True, text=True).stdout.split("\n")
-    deps, est = ([float(x) for x in line.split()] for line in out[:2])
-    return statistics.median(deps), statistics.median(est), statistics.median(e / d for d, e in zip(deps, est, strict=True))
+    estimate`, median of the per-pair ratios). The command is ``python -m calc.cli.app`` run
+    from the folder holding this calc package, so it measures this code (a console script may
+    belong to another install); the clock runs in a bare interpreter, apart from this process."""
+    cmd = [sys.executable, "-m", "calc.cli.app", "estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm"]
+    return _paired([sys.executable, "-c", DEPS], cmd, runs, cwd=Path(__file__).resolve().parents[1])
 
 
 def grid_estimates(runs: int = 5, model: str = "llama-3.1-8b", hardware: str = "h100-sxm"):
@@ -156,6 +164,7 @@ def main(argv: list[str] | None = None) -> None:
     deps, est, ratio = cold_estimate(3 if quick else 9)
     print(f"cold `roofline estimate`: {est:.3f} s vs `{DEPS}` {deps:.3f} s: "
           f"{ratio:.2f}x (median of paired runs; target <= 1.3x)")
+    print(f"  for scale: the same import plus one pydantic model class: {pydantic_floor(3 if quick else 9):.2f}x")
     wall, cpu, n = grid_estimates(2 if quick else 5)
     print(f"whole-request estimate, one call over {n:,} (B, T, G) grid scenarios: {n / wall / 1e6:.2f} M/s "
           f"({wall:.3f} s wall, {cpu:.3f} s CPU, median; target >= 3 M/s)")
