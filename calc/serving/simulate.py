@@ -37,6 +37,8 @@ from calc.serving.prefix import CachedPrefix
 from calc.serving.stepmodel import FIXED_FEATURES, attention_windows, feature_count, pairs_row, read_row
 from calc.spec.workload import Target
 
+# ndarray.sum/min through numpy's Python wrappers cost more than the small sums they do here
+_sum, _min = np.add.reduce, np.minimum.reduce
 MAX_RUN = 1024  # decode steps advanced per vectorised call
 WARMUP = 0.05  # share of requests (by arrival order) left out of the latency statistics at each end
 
@@ -238,7 +240,7 @@ class _Sim:
         """Step times for features x [F, k]."""
         y = self.W[phase] @ x
         n = self.n_ops[phase]
-        return np.maximum(y[:n], y[n:2 * n]).sum(axis=0) + y[2 * n]
+        return _sum(np.maximum(y[:n], y[n:2 * n]), axis=0) + y[2 * n]
 
     def _tally(self, total_s: float, x_sum, phase):
         """Add a run of steps to the bound that wins over their summed terms."""
@@ -256,12 +258,12 @@ class _Sim:
 
     def finish_done(self):
         N = self.N
-        fin = self.r_rem[:N] <= 0
-        if not fin.any():
+        if N == 0 or _min(self.r_rem[:N]) > 0:
             return
+        fin = self.r_rem[:N] <= 0
         ids = self.r_id[:N][fin]
         self.finish[ids] = self.clock
-        self.free += int(self.r_pages[:N][fin].sum())
+        self.free += int(_sum(self.r_pages[:N][fin]))
         self.completed += ids.size
         keep = ~fin
         M = N - ids.size
@@ -300,7 +302,7 @@ class _Sim:
         need = r_kv[:N] % bs == 0
         if not all_dec:
             need &= dec
-        n_need = int(need.sum())
+        n_need = int(_sum(need))
         preempted = []
         while n_need > self.free and self.N:
             preempted.append(self.preempt_last())
@@ -310,12 +312,12 @@ class _Sim:
         for i in preempted:  # back to the head of the queue, earliest admitted first
             self.waiting.appendleft(i)
         N = self.N
-        n_dec = N if dec is None else int(dec.sum())
+        n_dec = N if dec is None else int(_sum(dec))
         left = self.budget - n_dec
         pos, chunk, past = [], [], []
-        kv_sum = int(r_kv[:N].sum())  # decode contexts: the prefilling requests are taken out below
+        kv_sum = int(_sum(r_kv[:N]))  # decode contexts: the prefilling requests are taken out below
         if dec is not None:
-            for p in np.flatnonzero(~dec).tolist():
+            for p in np.nonzero(~dec)[0].tolist():
                 done = int(r_done[p])
                 kv_sum -= int(r_kv[p])
                 c = min(int(r_target[p]) - done, left)
@@ -393,7 +395,7 @@ class _Sim:
         x = [1.0, float(tokens), float(nd + len(chunk)), self._touched(tokens)]
         for w in self.windows:
             if w is None:
-                s = float(kv_dec.sum()) + nd
+                s = float(_sum(kv_dec)) + nd
                 pairs = s + sum(c * p + c * (c + 1) / 2 for c, p in zip(chunk, past, strict=True))
                 read = s + sum(p + c for c, p in zip(chunk, past, strict=True))
             else:
@@ -419,7 +421,7 @@ class _Sim:
             return False
         bs = self.bs
         kv = self.r_kv[:N]
-        k_fin = int(self.r_rem[:N].min())
+        k_fin = int(_min(self.r_rem[:N]))
         k = min(k_fin, MAX_RUN)
         if N * (k // bs + 1) > self.free:
             # sequence i takes its next page at step j1 = (bs - kv % bs) % bs + 1, then every bs steps
@@ -432,7 +434,7 @@ class _Sim:
             if ok == 0:
                 return False
             k = min(k, ok)
-        s = float(kv.sum())
+        s = float(_sum(kv))
         x0 = np.empty(feature_count(self.model))
         x0[:FIXED_FEATURES] = 1.0, N, N, self._touched(N)
         x0[FIXED_FEATURES:] = s + N
@@ -443,7 +445,7 @@ class _Sim:
             # stop at the step during which the next request arrives (it can then be admitted);
             # steps only get longer as contexts grow, so the first step's time bounds the count
             t_arr = self.arrive[self.incoming[0]] - self.clock
-            t0 = float(np.maximum(y0[:n], y0[n:2 * n]).sum() + y0[2 * n])
+            t0 = float(_sum(np.maximum(y0[:n], y0[n:2 * n])) + y0[2 * n])
             k = min(k, max(int(t_arr / t0) + 1, 1))
         jj = np.arange(k, dtype=float)
         if self.global_only:
@@ -482,7 +484,7 @@ class _Sim:
         rem -= k
         pages = self.r_pages[:N]
         new_pages = -(-kv // bs) - self.shared_pages
-        self.free -= int((new_pages - pages).sum())
+        self.free -= int(_sum(new_pages - pages))
         pages[:] = new_pages
         self.out_tokens += N * k
         if k == k_fin:
