@@ -29,16 +29,15 @@ from calc import load_hardware, load_model
 from calc.spec.catalog import REPO_ROOT
 
 _PAIRED = """
-import subprocess, sys, time
-runs, n = int(sys.argv[1]), int(sys.argv[2])
-cmds = [sys.argv[3:3 + n], sys.argv[3 + n:]]
-times = [[], []]
+import json, subprocess, sys, time
+runs, cmds, cwd = int(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3] or None
+times = [[] for _ in cmds]
 for _ in range(runs):
     for c, t in zip(cmds, times):
         t0 = time.perf_counter()
-        subprocess.run(c, check=True, capture_output=True)
+        subprocess.run(c, check=True, capture_output=True, cwd=cwd)
         t.append(time.perf_counter() - t0)
-print(*times[0]); print(*times[1])
+print(json.dumps(times))
 """
 DEPS = "import numpy, pydantic, typer, yaml"
 
@@ -54,27 +53,30 @@ def _timed(fn, runs: int):
     return statistics.median(walls), statistics.median(cpus), out
 
 
-def _paired(base: list[str], cmd: list[str], runs: int, cwd=None) -> tuple[float, float, float]:
-    out = subprocess.run([sys.executable, "-c", _PAIRED, str(runs), str(len(base)), *base, *cmd], check=True,
-                         capture_output=True, text=True, cwd=cwd).stdout.split("\n")
-    a, b = ([float(x) for x in line.split()] for line in out[:2])
-    return statistics.median(a), statistics.median(b), statistics.median(y / x for x, y in zip(a, b, strict=True))
+def _rounds(cmds: list[list[str]], runs: int, cwd=None) -> list[list[float]]:
+    """Wall seconds of each command, run in turn ``runs`` times (paired: the same load)."""
+    import json
+
+    out = subprocess.run([sys.executable, "-c", _PAIRED, str(runs), json.dumps(cmds), str(cwd or "")],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
 
 
-def pydantic_floor(runs: int = 9) -> float:
-    """Median ratio of the dependencies' import plus one pydantic model class over the import
-    alone: what defining any model costs (pydantic builds its schema machinery on the first)."""
-    model = DEPS + "\nfrom pydantic import BaseModel\nclass A(BaseModel):\n    x: int"
-    return _paired([sys.executable, "-c", DEPS], [sys.executable, "-c", model], runs)[2]
-
-
-def cold_estimate(runs: int = 9) -> tuple[float, float, float]:
+def cold_estimate(runs: int = 9) -> tuple[float, float, float, float]:
     """(median s of `import numpy, pydantic, typer, yaml`, median s of a cold `roofline
-    estimate`, median of the per-pair ratios). The command is ``python -m calc.cli.app`` run
-    from the folder holding this calc package, so it measures this code (a console script may
-    belong to another install); the clock runs in a bare interpreter, apart from this process."""
-    cmd = [sys.executable, "-m", "calc.cli.app", "estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm"]
-    return _paired([sys.executable, "-c", DEPS], cmd, runs, cwd=Path(__file__).resolve().parents[1])
+    estimate`, median ratio of the two over pairs, and the same ratio for the import plus one
+    pydantic model class: the floor any pydantic spec sets). The command is ``python -m
+    calc.cli.app`` from the folder holding this calc package, so it measures this code (a
+    console script may belong to another install); clocks run in a bare interpreter."""
+    est = [sys.executable, "-m", "calc.cli.app", "estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm"]
+    floor = [sys.executable, "-c", DEPS + "\nfrom pydantic import BaseModel\nclass A(BaseModel):\n    x: int"]
+    deps, est_s, floor_s = _rounds([[sys.executable, "-c", DEPS], est, floor], runs,
+                                   cwd=Path(__file__).resolve().parents[1])
+
+    def ratio(xs):
+        return statistics.median(x / d for d, x in zip(deps, xs, strict=True))
+
+    return statistics.median(deps), statistics.median(est_s), ratio(est_s), ratio(floor_s)
 
 
 def grid_estimates(runs: int = 5, model: str = "llama-3.1-8b", hardware: str = "h100-sxm"):
@@ -161,10 +163,10 @@ def main(argv: list[str] | None = None) -> None:
     quick = "--quick" in (argv if argv is not None else sys.argv[1:])
     r = 1 if quick else 3
     print(f"roofline bench: {_load()}")
-    deps, est, ratio = cold_estimate(3 if quick else 9)
+    deps, est, ratio, floor = cold_estimate(3 if quick else 9)
     print(f"cold `roofline estimate`: {est:.3f} s vs `{DEPS}` {deps:.3f} s: "
           f"{ratio:.2f}x (median of paired runs; target <= 1.3x)")
-    print(f"  for scale: the same import plus one pydantic model class: {pydantic_floor(3 if quick else 9):.2f}x")
+    print(f"  for scale, in the same runs: that import plus one pydantic model class: {floor:.2f}x")
     wall, cpu, n = grid_estimates(2 if quick else 5)
     print(f"whole-request estimate, one call over {n:,} (B, T, G) grid scenarios: {n / wall / 1e6:.2f} M/s "
           f"({wall:.3f} s wall, {cpu:.3f} s CPU, median; target >= 3 M/s)")
