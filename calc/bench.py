@@ -177,6 +177,10 @@ def main(argv: list[str] | None = None) -> None:
         wall, cpu = files[suffix]
         print(f"calc.sweep over {files['rows']:,} scenarios -> {suffix}: {wall:.2f} s wall, {cpu:.2f} s CPU "
               f"(median of {r}; target <= {target:g} s)")
+    if not (REPO_ROOT / "reports" / "plans" / "workloads").is_dir():
+        print("plans and the simulation: the example workloads are in the repository (reports/plans/); run it there")
+        print(f"done: {_load()}")
+        return
     for name, wall, cpu, sims, reqs in plans():
         print(f"plan {name}: {wall:.1f} s wall, {cpu:.1f} s CPU ({sims} simulations of {reqs:,} requests; "
               f"target <= 5 s)")
