@@ -10,10 +10,9 @@ from __future__ import annotations
 import io
 import math
 
-import numpy as np
-
 from calc.core import text as render
 from calc.serving.plan import Plan, Trial
+from calc.serving.whatif import Steps
 
 
 def _figure(ncols: int = 1, size=(9.0, 4.8)):
@@ -106,33 +105,14 @@ def kv_png(t: Trial) -> bytes:
     return _png(fig)
 
 
-def mean_step(t: Trial, with_chunk: bool):
-    """(features-free) mixed_step_cost of a representative step of the chosen replica: its mean
-    running batch decoding at the mean decode context, plus one prefill chunk if asked."""
-    from calc.cost.latency import mixed_step_cost
-
-    r = t.replica
-    T, G = t.sim.prompt_len, t.sim.output_len
-    ctx = float(np.mean(T + (G - 1) / 2.0))
-    n = max(int(round(t.sim.running_mean)), 1)
-    new = [1.0] * n
-    past = [ctx] * n
-    if with_chunk:
-        new.append(float(min(np.mean(T), r.serving.max_batched_tokens)))
-        past.append(0.0)
-    return mixed_step_cost(r.model, r.hw, new, past, r.dt, r.eff, r.attention, r.par,
-                           phase="prefill" if with_chunk else "decode"), n, ctx
-
-
-def roofline_png(t: Trial) -> bytes:
+def roofline_png(t: Trial, steps: Steps) -> bytes:
     """The roofline of the chosen replica's GPU with its decode step (mean running batch, mean
-    context) and a step that also carries a prefill chunk. Drawn by calc.plot.charts.roofline_chart
+    context) and a step that also carries a prefill chunk (the plan's ``what_if.steps``). Drawn by calc.plot.charts.roofline_chart
     (per-operator points of the decode step)."""
     from calc.plot.charts import roofline_chart
 
     r = t.replica
-    decode, n, ctx = mean_step(t, False)
-    mixed, _, _ = mean_step(t, True)
+    decode, mixed, n, ctx = steps.decode, steps.with_chunk, steps.running, steps.context
     fig = roofline_chart(r.model, r.hw, batch=n, prompt_len=int(ctx), context=int(ctx),
                          weight_dtype=r.dt.weight, kv_dtype=r.dt.kv, tp=r.tp, phases=("decode",))
     ax = fig.axes[0]

@@ -259,7 +259,7 @@ def build_report(plan: Plan) -> Doc:
         d.img("pareto.png", "Cost vs TTFT p99 and TPOT p99 of every simulated configuration", pareto_png(plan))
         d.img("kv.png", "KV cache pages in use, running batch and queue over the simulation (one replica)", kv_png(t))
         d.img("roofline.png", f"Roofline of {t.replica.hw.name} TP{t.replica.tp} with the replica's mean steps",
-              roofline_png(t))
+              roofline_png(t, plan.what_if.steps))
     if plan.prefix_effect is not None:
         prefix_section(d, plan.prefix_effect, plan.workload.spec.slo.targets())
     if plan.disagg:

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from calc.core import text as render
 from calc.core.units import GB
-from calc.cost.dtypes import Dtypes
-from calc.plot.plan import mean_step
 from calc.serving.plan import Plan
 from calc.spec.workload import Target
 
@@ -18,9 +14,6 @@ def _usd(v: float | None, digits: int = 2) -> str:
 
 def changes(plan: Plan) -> list[str]:
     """What would change the answer, computed from the plan."""
-    from calc.serving.capacity import Replica
-    from calc.serving.kvbudget import kv_budget
-
     c = plan.chosen
     out = []
     spec = plan.workload.spec
@@ -57,20 +50,13 @@ def changes(plan: Plan) -> list[str]:
                 line += (f"; it would win if {o.replica.hw.name} cost under "
                          f"{_usd(c.usd_per_hour / o.gpus)}/GPU-hour (now {_usd(o.price_per_gpu_hour)})")
             out.append(line + ".")
-    if plan.dtypes.kv in ("bf16", "fp16", "fp32"):
-        dt8 = Dtypes(plan.dtypes.weight, "fp8", plan.dtypes.compute, plan.dtypes.group_size)
-        kv8 = kv_budget(r.model, r.hw, dt8, r.par, spec.serving)
-        out.append(f"**FP8 KV cache.** {r.kv.pages:,} -> {kv8.pages:,} pages per replica; this matters when the "
+    w = plan.what_if
+    if w.fp8_kv_pages is not None:
+        out.append(f"**FP8 KV cache.** {r.kv.pages:,} -> {w.fp8_kv_pages:,} pages per replica; this matters when the "
                    f"KV cache binds (here the bottleneck is {c.bottleneck}; mean KV use {c.sim.kv_used_mean:.0%}).")
-    if plan.dtypes.weight in ("bf16", "fp16", "fp32"):
-        fp8 = Replica(r.model, r.hw, r.tp, r.max_batch, Dtypes.resolve(r.model, "fp8", plan.dtypes.kv), spec.serving)
-        a, _, _ = mean_step(c, False)
-        from calc.cost.latency import mixed_step_cost
-
-        n = max(int(round(c.sim.running_mean)), 1)
-        ctx = float(np.mean(c.sim.prompt_len + (c.sim.output_len - 1) / 2.0))
-        b = mixed_step_cost(r.model, r.hw, [1.0] * n, [ctx] * n, fp8.dt, fp8.eff, r.attention, r.par)
-        out.append(f"**FP8 weights.** Weights per GPU {r.kv.weights_bytes / GB:.1f} -> {fp8.kv.weights_bytes / GB:.1f} "
+    if w.fp8_weights_bytes is not None:
+        a, b = w.steps.decode, w.fp8_decode_step
+        out.append(f"**FP8 weights.** Weights per GPU {r.kv.weights_bytes / GB:.1f} -> {w.fp8_weights_bytes / GB:.1f} "
                    f"GB, the mean decode step {render.seconds(float(a.time_s))} -> {render.seconds(float(b.time_s))} (quality permitting).")
     hw = r.hw
     bt = c.sim.bound_time_s

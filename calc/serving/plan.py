@@ -38,6 +38,7 @@ from calc.serving.prefixeffect import PrefixEffect, prefix_effect
 from calc.serving.simulate import arrival_gaps, simulate
 from calc.serving.stepmodel import step_features
 from calc.serving.trial import GUESS_UTIL, RUNNERS_UP, Trial, cost_key
+from calc.serving.whatif import WhatIf, what_if
 from calc.spec.hardware import HardwareSpec
 from calc.spec.workload import LoadedWorkload, Target
 
@@ -78,6 +79,7 @@ class Plan:
     output_len: np.ndarray
     prefix_effect: PrefixEffect | None = None  # the chosen configuration without prefix caching, when declared
     disagg: tuple[DisaggTrial, ...] = ()  # disaggregated trials simulated (when the workload asks)
+    what_if: WhatIf | None = None  # the shown trial's representative steps and FP8 alternatives
 
     @property
     def best_disagg(self) -> DisaggTrial | None:
@@ -350,4 +352,7 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
             rate_per_s=None if a.rate_per_s is None else a.rate_per_s / chosen.replicas,
             concurrency=None if a.concurrency is None else math.ceil(a.concurrency / chosen.replicas))
         result = replace(result, prefix_effect=effect, wall_s=time.perf_counter() - t0)
+    shown = result.chosen or result.closest
+    if shown is not None:
+        result = replace(result, what_if=what_if(shown, dt), wall_s=time.perf_counter() - t0)
     return result
