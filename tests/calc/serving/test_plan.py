@@ -179,3 +179,17 @@ def test_planning_modules_import_no_matplotlib_or_pandas():
             "print(' '.join(m for m in ('torch', 'matplotlib', 'pandas') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_fp8_alternatives_of_the_chosen_replica(tmp_path):
+    """The what-if figures: FP8 KV holds twice the tokens per page; FP8 weights halve the matmuls' bytes."""
+    p = plan(load_workload(write(tmp_path, TWO_K), 60))
+    r, w = p.chosen.replica, p.what_if
+    # pages = floor(room / (block x kv_bytes_per_token)): half the bytes per token -> 2p or 2p + 1 pages
+    assert w.fp8_kv_pages in (2 * r.kv.pages, 2 * r.kv.pages + 1)
+    # Llama-3.1-8B bf16: 8,030,261,248 params; FP8 stores the decoder matmuls at 1 byte, while the
+    # embeddings and lm_head (2 x 128,256 x 4,096) and the norms ((2 x 32 + 1) x 4,096) stay bf16
+    keep = 2 * 128_256 * 4096 + 65 * 4096
+    assert w.fp8_weights_bytes == (8_030_261_248 - keep) * 1 + keep * 2
+    assert w.fp8_decode_step.time_s < w.steps.decode.time_s
+    assert w.steps.running >= 1 and w.steps.with_chunk.time_s > w.steps.decode.time_s
