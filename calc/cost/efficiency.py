@@ -15,6 +15,7 @@ from calc.core.errors import SpecError
 from calc.core.units import MB, MICRO
 from calc.spec.engine import EngineSpec
 from calc.spec.hardware import HardwareSpec
+from calc.spec.kernels import KernelCurves
 from calc.spec.model import ModelSpec
 
 
@@ -37,6 +38,24 @@ class Efficiency:
     memory_half_bytes: float = 0.0  # bytes: stream efficiency x b / (b + half), per kernel
     engine: str | None = None  # the preset applied, if any
     request_overhead_s: float = 0.0  # per request, outside the model (serving stack); never in TTFT
+    # Curves fitted to measured kernels (the profile's efficiency.kernels): where present they
+    # time GEMMs, attention and streaming kernels instead of the fractions above, scaled by
+    # the preset's compute/memory scales (engines with their own kernels).
+    curves: KernelCurves | None = None
+    compute_scale: float = 1.0
+    memory_scale: float = 1.0
+    # (operator name, kernels launched per occurrence) of the preset's kernel set; others keep
+    # the operator's own count (calc.cost.operators).
+    kernel_counts: tuple[tuple[str, float], ...] = ()
+    custom_allreduce: bool = True  # the engine has a custom (one-/two-shot) all-reduce
+
+    def kernels_of(self, op) -> float:
+        """Kernels the engine launches for one occurrence of ``op`` (its kernel set, else the op's)."""
+        name = op.name.removesuffix(".local")
+        for key, n in self.kernel_counts:
+            if key == name:
+                return n
+        return op.kernels
 
     @classmethod
     def of(cls, hw: HardwareSpec, ideal: bool = False) -> Efficiency:
@@ -46,7 +65,7 @@ class Efficiency:
             return cls()
         e = hw.efficiency
         top = cls(e.compute, e.memory, hw.kernel_overhead_s, hw.step_overhead_s, e.attention,
-                  gemm_m_half=e.gemm_m_half, memory_half_bytes=e.memory_half_mb * MB)
+                  gemm_m_half=e.gemm_m_half, memory_half_bytes=e.memory_half_mb * MB, curves=e.kernels)
         over = []
         for dtype, d in e.by_dtype.items():
             pick = lambda v, default: default if v is None else v  # noqa: E731
@@ -60,14 +79,22 @@ class Efficiency:
     def under(self, preset: EngineSpec) -> Efficiency:
         """A preset's kernel-level parameters on top of these efficiencies (ideal: none at all):
         its attention share, small-GEMM and small-transfer halves and overheads replace the
-        profile's; its scales multiply the profile's large-GEMM and streaming fractions."""
+        profile's; its scales multiply the profile's large-GEMM and streaming fractions; its
+        kernel set gives the kernels per operator. Over measured kernel curves (whose fixed
+        times already hold each kernel's own cost), the per-kernel overhead is the preset's
+        ``launch_us`` (what launching adds beyond a measured kernel), when it states one."""
         if preset.ideal:
             return type(self)(engine=preset.name)
+        per_kernel = preset.kernel_overhead_us
+        if self.curves is not None and preset.launch_us is not None:
+            per_kernel = preset.launch_us
         return replace(
             self, engine=preset.name, attention=preset.attention, gemm_m_half=preset.gemm_m_half,
-            memory_half_bytes=preset.memory_half_mb * MB, kernel_overhead_s=preset.kernel_overhead_us * MICRO,
+            memory_half_bytes=preset.memory_half_mb * MB, kernel_overhead_s=per_kernel * MICRO,
             step_overhead_s=preset.step_overhead_us * MICRO, request_overhead_s=preset.request_overhead_us * MICRO,
             compute=self.compute * preset.compute_scale, memory=self.memory * preset.memory_scale, by_dtype=(),
+            compute_scale=preset.compute_scale, memory_scale=preset.memory_scale,
+            kernel_counts=tuple(preset.kernels.items()), custom_allreduce=preset.custom_allreduce,
         )
 
     def for_dtype(self, compute_dtype: str) -> Efficiency:

@@ -36,7 +36,14 @@ class OpCost:
     act_write_bytes: np.ndarray = _ZERO
     comm_bytes: np.ndarray = _ZERO  # bytes this GPU sends over the link
     comm_hops: float = 0.0  # latency hops of the collective
-    rows: np.ndarray = _ZERO  # M of each matmul (linear operators): the tokens it multiplies
+    collective: str = ""  # allreduce | all_to_all | send | gather (comm operators)
+    message_bytes: np.ndarray = _ZERO  # the collective's message (its algorithm sets what is sent)
+    group: int = 1  # GPUs taking part in the collective
+    # M of each matmul (linear operators): the tokens it multiplies; attention: queries per sequence
+    rows: np.ndarray = _ZERO
+    in_features: float = 0.0  # K of a matmul (0: unknown)
+    out_features: float = 0.0  # N of a matmul (0: unknown)
+    sequences: np.ndarray = _ZERO  # attention: sequences in the pass
     kernels: float = 1.0
     peak: Peak = "matmul"
     overlappable: bool = False

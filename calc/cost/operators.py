@@ -47,7 +47,7 @@ def _linear(name, layers, tokens, k_in, n_out, dt: Dtypes, bias=False, weight_pa
         weight_bytes=np.float64(params * dt.weight_bytes_per_param() + (n_out * a if bias else 0)),
         act_read_bytes=tokens * k_in * a,
         act_write_bytes=tokens * n_out * a,
-        rows=np.asarray(tokens, dtype=float),
+        rows=np.asarray(tokens, dtype=float), in_features=float(k_in), out_features=float(n_out),
         kernels=kernels,
     )
 
@@ -100,6 +100,7 @@ def _attention_core(name, layers, ps: Pass, window, heads, score_dim, value_dim,
         kv_write_bytes=ps.tokens * kv_elems_per_pos * kvb,
         act_read_bytes=act_r,
         act_write_bytes=act_w,
+        rows=ps.tokens / np.maximum(ps.total(ps.batch), 1e-9), sequences=ps.total(ps.batch),
         kernels=kernels, peak="attention",
     )
 
@@ -227,6 +228,7 @@ def moe_ops(model: ModelSpec, tok, dt: Dtypes, layers: int, par: Parallel) -> li
         act_read_bytes=routed_tok * (H + 2 * Fe) * a,
         act_write_bytes=routed_tok * (3 * Fe + H) * a,
         rows=routed_tok / np.maximum(touched, 1e-9),  # tokens per expert GEMM
+        in_features=float(H), out_features=float(Fe),
         kernels=3.0,
     )
     ops = [
@@ -305,16 +307,18 @@ def comm_ops(model: ModelSpec, ps: Pass, dt: Dtypes, par: Parallel) -> list[OpCo
         n_moe = int(model.moe_layers.sum()) if par.ep > 1 else 0
         per_layer = 2 if model.mlp.kind != "none" else 1
         ops.append(OpCost("tp.allreduce", "comm", L * per_layer - n_moe + 1, comm_bytes=sent, comm_hops=hops,
-                          peak="link"))
+                          collective="allreduce", message_bytes=message, group=par.tp, peak="link"))
         logits = ps.logit_rows * model.vocab_size / par.tp * 4.0
         ops.append(OpCost("tp.logits_gather", "comm", 1, comm_bytes=logits * (par.tp - 1),
-                          comm_hops=float(par.tp - 1), peak="link"))
+                          comm_hops=float(par.tp - 1), collective="gather", message_bytes=logits, group=par.tp,
+                          peak="link"))
     if par.ep > 1:
         routed = ps.tokens * model.moe.experts_per_token * H * a * par.imbalance / par.tp
         sent, hops = all_to_all(routed, par.ep)
         ops.append(OpCost("ep.all_to_all", "comm", 2 * int(model.moe_layers.sum()), comm_bytes=sent,
-                          comm_hops=hops, peak="link", overlappable=True))
-    if par.pp > 1:
-        ops.append(OpCost("pp.send", "comm", par.pp - 1, comm_bytes=message, comm_hops=1.0, peak="link",
+                          comm_hops=hops, collective="all_to_all", message_bytes=routed, group=par.ep, peak="link",
                           overlappable=True))
+    if par.pp > 1:
+        ops.append(OpCost("pp.send", "comm", par.pp - 1, comm_bytes=message, comm_hops=1.0, collective="send",
+                          message_bytes=message, group=2, peak="link", overlappable=True))
     return ops

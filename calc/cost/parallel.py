@@ -10,6 +10,12 @@ PP = P splits the layers into P stages. One request still passes every layer
 in order, plus P - 1 stage-to-stage activation transfers; with P micro-batches
 in flight the pipeline emits a batch every slowest-stage time.
 
+Collectives by algorithm (``collective_time``): where the profile has fitted ``collectives``
+(calc.spec.kernels.Collectives), an all-reduce costs the fastest of one-shot, two-shot
+(custom all-reduce, as TensorRT-LLM and vLLM run within a node) and NCCL's ring, or the ring
+alone for engines without a custom all-reduce; all-to-all and sends get their own fixed
+times and bandwidth fractions. Without them: sent bytes / link bandwidth + hops x hop latency.
+
 EP = E' spreads the experts of each MoE layer over E' of the TP GPUs (each expert
 then split TP / E' ways). Tokens travel to their experts and back: two
 all-to-alls per MoE layer, each GPU sending (E'-1)/E' of its routed activations.
@@ -24,7 +30,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from calc.core.errors import SpecError
+from calc.core.units import MICRO
 from calc.spec.hardware import HardwareSpec
+from calc.spec.kernels import Collectives
 from calc.spec.model import ModelSpec
 
 
@@ -79,15 +87,60 @@ def kv_heads_per_gpu(model: ModelSpec, tp: int) -> int:
     return max(model.attention.num_kv_heads // tp, 1)
 
 
-def link(hw: HardwareSpec, par: Parallel) -> tuple[float, float]:
-    """(bytes/s per direction, seconds per hop) of the scale-up link; needed only when split."""
+@dataclass(frozen=True)
+class Link:
+    """The scale-up link a split communicates over: bytes/s per direction, seconds per hop,
+    and the profile's fitted collective costs (None: bytes / bandwidth + hops x hop)."""
+
+    bandwidth_bytes_per_s: float = math.inf
+    hop_s: float = 0.0
+    collectives: Collectives | None = None
+
+
+NO_LINK = Link()
+
+
+def link(hw: HardwareSpec, par: Parallel) -> Link:
+    """The scale-up link of ``hw``; needed only when split."""
     if par.tp == 1 and par.pp == 1:
-        return math.inf, 0.0
+        return NO_LINK
     if hw.interconnect is not None:
-        return hw.interconnect.bandwidth_gb_s_per_direction * 1e9, hw.interconnect.latency_us * 1e-6
+        return Link(hw.interconnect.bandwidth_gb_s_per_direction * 1e9, hw.interconnect.latency_us * MICRO,
+                    hw.collectives)
     if hw.pcie is not None:
-        return hw.pcie.bandwidth_gb_s_per_direction * 1e9, 10e-6
+        return Link(hw.pcie.bandwidth_gb_s_per_direction * 1e9, 10e-6, hw.collectives)
     raise SpecError(hw.name, "interconnect", "missing: a multi-GPU split needs the link bandwidth")
+
+
+def collective_time(kind: str, message_bytes, n: int, sent_bytes, hops: float, link: Link,
+                    custom_allreduce: bool = True) -> np.ndarray:
+    """Seconds for one collective of ``kind`` (allreduce, all_to_all, send, gather) over n GPUs.
+
+    Fitted (link.collectives, c; BW the link bandwidth, M the message):
+      allreduce  min(c.one_shot + (n-1) M / (BW c.custom_fraction),
+                     c.two_shot + 2 (n-1)/n M / (BW c.custom_fraction),   (custom; else ring only)
+                     c.ring + 2 (n-1) c.ring_hop + 2 (n-1)/n M / (BW c.ring_fraction))
+      all_to_all c.all_to_all + (n-1)/n M / (BW c.all_to_all_fraction)
+      send       c.send + M / (BW c.send_fraction)
+      gather     c.send + sent / (BW c.send_fraction)      (n-1 sends to one GPU)
+    Otherwise: sent / BW + hops x hop latency."""
+    bw, c = link.bandwidth_bytes_per_s, link.collectives
+    sent = np.asarray(sent_bytes, float)
+    if c is None or not kind:
+        return sent / bw + hops * link.hop_s
+    m = np.asarray(message_bytes, float)
+    if kind == "allreduce":
+        ring = (c.ring_us + 2 * (n - 1) * c.ring_hop_us) * MICRO + 2 * (n - 1) / n * m / (bw * c.ring_fraction)
+        if not custom_allreduce:
+            return ring
+        one = c.one_shot_us * MICRO + (n - 1) * m / (bw * c.custom_fraction)
+        two = c.two_shot_us * MICRO + 2 * (n - 1) / n * m / (bw * c.custom_fraction)
+        return np.minimum(np.minimum(one, two), ring)
+    if kind == "all_to_all":
+        return c.all_to_all_us * MICRO + (n - 1) / n * m / (bw * c.all_to_all_fraction)
+    if kind == "send":
+        return c.send_us * MICRO + m / (bw * c.send_fraction)
+    return c.send_us * MICRO + sent / (bw * c.send_fraction)
 
 
 def ring_allreduce(message_bytes, n: int) -> tuple[np.ndarray, float]:

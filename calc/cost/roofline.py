@@ -4,11 +4,14 @@ time(op) = max(FLOPs / (peak * compute_eff), bytes / (bandwidth * memory_eff))
            + kernels * kernel_overhead
            (matmuls: compute_eff x M / (M + m_half); each kernel's stream efficiency
             x bytes / (bytes + half): small GEMMs and small transfers fall short of peak)
-           + sent bytes / link bandwidth + hops * link latency     (collectives only)
+           collectives: calc.cost.parallel.collective_time (by algorithm where fitted)
 time(pass) = sum over operators + step_overhead
 
 Attention operators use both efficiencies times the profile's attention share; a
-profile may override its efficiencies per compute dtype (efficiency.by_dtype).
+profile may override its efficiencies per compute dtype (efficiency.by_dtype). A profile
+with kernel curves fitted to measured kernels (efficiency.kernels) times GEMMs, attention
+and streaming kernels by those instead (calc.cost.curves), plus kernels * the preset's
+launch cost. ``kernels`` is the engine's kernel set's count for the operator.
 
 "bound" is whichever of the two terms won. Intensity is FLOPs / bytes.
 """
@@ -20,9 +23,11 @@ from functools import cached_property
 
 import numpy as np
 
+from calc.cost.curves import curve_terms
 from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
 from calc.cost.opcost import STREAMS, OpCost, accumulate, total
+from calc.cost.parallel import NO_LINK, Link, collective_time
 from calc.spec.hardware import HardwareSpec
 
 BOUNDS = np.array(["compute", "memory", "communication"])  # what bounds a pass, by bound_code
@@ -66,23 +71,28 @@ class OpTime:
             return np.where(self.op.bytes > 0, self.op.flops / np.where(self.op.bytes > 0, self.op.bytes, 1), np.inf)
 
 
-def op_time(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency,
-            link: tuple[float, float] = (np.inf, 0.0)) -> OpTime:
-    """Roofline terms of one operator; ``link`` is (bytes/s per direction, s per hop)."""
+def op_time(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, link: Link = NO_LINK) -> OpTime:
+    """Roofline terms of one operator; ``link`` is the split's scale-up link (calc.cost.parallel)."""
     if op.kind == "comm":
-        bw, hop_s = link
         z = np.float64(0.0)
-        return OpTime(op, z, z, z, op.comm_bytes / bw + op.comm_hops * hop_s)
+        return OpTime(op, z, z, z, collective_time(op.collective, op.message_bytes, op.group, op.comm_bytes,
+                                                   op.comm_hops, link, eff.custom_allreduce))
     eff = eff.for_dtype(dt.compute)
+    kernels = eff.kernels_of(op)
+    if eff.curves is not None:
+        terms = curve_terms(op, hw, dt, eff, kernels, peak_for(hw, dt, op.peak))
+        if terms is not None:
+            compute, memory, fixed = terms
+            return OpTime(op, compute, memory, fixed + kernels * eff.kernel_overhead_s)
     share = eff.attention if op.kind == "attention" else 1.0
     compute = op.flops / (peak_for(hw, dt, op.peak) * eff.compute * share)
     if eff.gemm_m_half and op.kind == "linear":
         # a GEMM of M rows reaches compute x M / (M + m_half): small-M tiles run mostly empty
         compute = compute * (1.0 + eff.gemm_m_half / np.maximum(op.rows, 1e-9))
     # a kernel moving b bytes reaches memory x b / (b + half): its time gains half / bandwidth
-    moved = op.bytes + op.kernels * eff.memory_half_bytes
+    moved = op.bytes + kernels * eff.memory_half_bytes
     memory = moved / (hw.memory_bandwidth_bytes_per_s * eff.memory * share)
-    overhead = np.float64(op.kernels * eff.kernel_overhead_s)
+    overhead = np.float64(kernels * eff.kernel_overhead_s)
     return OpTime(op, compute, memory, overhead)
 
 
@@ -174,6 +184,6 @@ class PhaseCost:
 
 
 def phase_cost(ops: list[OpCost], hw: HardwareSpec, dt: Dtypes, eff: Efficiency,
-               link: tuple[float, float] = (np.inf, 0.0), shape: tuple[int, ...] = ()) -> PhaseCost:
+               link: Link = NO_LINK, shape: tuple[int, ...] = ()) -> PhaseCost:
     step_s = eff.for_dtype(dt.compute).step_overhead_s
     return PhaseCost(tuple(op_time(op, hw, dt, eff, link) for op in ops), step_s, tuple(shape))

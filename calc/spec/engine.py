@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from calc.core.errors import SpecError, suggest
 from calc.spec.yamlio import build, read_yaml
@@ -47,6 +47,23 @@ class EngineSpec(BaseModel):
     request_overhead_us: float = Field(default=0.0, ge=0)
     compute_scale: float = Field(default=1.0, gt=0, le=1)
     memory_scale: float = Field(default=1.0, gt=0, le=1)
+    # The engine's kernel set: kernels launched per occurrence of an operator, by operator name
+    # as calc.cost.operators names them (0: fused into a neighbour, e.g. the residual add into
+    # a fused add+RMSNorm); operators not listed keep their own count.
+    kernels: dict[str, float] = Field(default_factory=dict)
+    # Per kernel launched, beyond the kernel's measured time, on profiles with measured kernel
+    # curves: CUDA-graph replay (the curves' fixed times already hold it) or eager launch and
+    # dispatch. None: kernel_overhead_us applies there too.
+    launch_us: float | None = Field(default=None, ge=0)
+    custom_allreduce: bool = True  # one-/two-shot custom all-reduce within a node (else NCCL's ring)
+
+    @field_validator("kernels")
+    @classmethod
+    def _counts(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = [k for k, n in v.items() if not n >= 0]
+        if bad:
+            raise ValueError(f"kernel counts must be >= 0: {', '.join(bad)}")
+        return v
 
 
 @lru_cache(maxsize=4)

@@ -15,6 +15,7 @@ from pydantic import Field, PrivateAttr, field_validator
 from calc.core.errors import SpecError
 from calc.core.units import GB, MICRO, TB, TERA, canonical_dtype
 from calc.spec.engine import EngineSpec, load_engine
+from calc.spec.kernels import Collectives, KernelCurves
 from calc.spec.model import _Spec
 
 # --------------------------------------------------------------------------- hardware
@@ -70,6 +71,7 @@ class ProfileEfficiency(_Spec):
     kernel reaches half of ``memory`` (efficiency x bytes / (bytes + half)). Both 0: off.
     ``engine``: the serving-engine preset (calc/data/engines.yaml) whose kernel-level
     parameters apply on top of these, unless the command names another (--engine).
+    ``kernels``: curves fitted to measured kernels (calc.spec.kernels); absent: the model above.
     """
 
     compute: float = Field(default=0.7, gt=0, le=1)
@@ -82,6 +84,9 @@ class ProfileEfficiency(_Spec):
     engine: str | None = None
     by_dtype: dict[str, DtypeEfficiency] = Field(default_factory=dict)
     source: str = ""
+    # Curves fitted to measured kernels (calc.spec.kernels); when present they replace the
+    # fractions above for GEMMs, attention and streaming kernels at the dtypes they cover.
+    kernels: KernelCurves | None = None
 
     @field_validator("engine")
     @classmethod
@@ -116,6 +121,7 @@ class HardwareSpec(_Spec):
     tdp_w: float | None = Field(default=None, gt=0)
     price: Price | None = None
     efficiency: ProfileEfficiency = ProfileEfficiency()
+    collectives: Collectives | None = None  # fitted all-reduce / all-to-all / send costs
     calibration: dict | None = None
     # The engine preset in effect, resolved from efficiency.engine when the spec is built
     # (or set by with_engine): cost code receives it as a value and reads no files.

@@ -1,0 +1,63 @@
+"""Operator times from kernel curves fitted to measured kernels (calc.spec.kernels).
+
+Used by calc.cost.roofline.op_time when the profile has ``efficiency.kernels``; the fractions
+are of the data-sheet peak and bandwidth (each <= 1), so no time beats the pure roofline.
+
+  matmul     compute = FLOPs / (peak * c * f(M) f(N) f(K)),  f(X) = X / (X + X_half)
+             memory  = bytes / (bandwidth * m);  fixed = kernels * fixed_us
+  attention  prefill (T > 1 queries per sequence):
+               compute = FLOPs / (peak16 * c * f(T)), memory = bytes / (bandwidth * m), fixed
+             decode (one query per sequence):
+               compute = FLOPs / (peak16 * c_prefill), memory = bytes / (bandwidth * m_decode),
+               fixed = fixed_us + B * per_sequence_us
+  other      memory = bytes / (bandwidth * m_stream); compute as the profile's; fixed = kernels * fixed_us
+
+The preset's compute and memory scales multiply c and m (engines with their own kernels).
+A compute dtype without a GEMM curve returns None: the caller keeps the efficiency model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calc.core.units import MICRO
+from calc.cost.efficiency import Efficiency
+from calc.cost.dtypes import Dtypes
+from calc.cost.opcost import OpCost
+from calc.spec.hardware import HardwareSpec
+
+
+def saturation(x, half) -> np.ndarray:
+    """x / (x + half): the share of a kernel's large-size rate a size x reaches (x <= 0: unknown, 1)."""
+    x = np.asarray(x, dtype=float)
+    return np.where(x > 0, x / np.maximum(x + half, 1e-30), 1.0)
+
+
+def curve_terms(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, kernels: float, peak: float):
+    """(compute_s, memory_s, fixed_s) of ``op`` from the profile's curves, or None when no curve
+    covers it. ``peak`` is the FLOP/s roof of the op's class, ``kernels`` its launch count."""
+    c = eff.curves
+    bw = hw.memory_bandwidth_bytes_per_s
+    if op.kind == "linear":
+        g = c.gemm_for(dt.compute)
+        if g is None:
+            return None
+        f = saturation(op.rows, g.m_half) * saturation(op.out_features, g.n_half) * saturation(op.in_features, g.k_half)
+        compute = op.flops / (peak * g.compute * eff.compute_scale * np.maximum(f, 1e-12))
+        memory = op.bytes / (bw * g.memory * eff.memory_scale)
+        return compute, memory, np.float64(kernels * g.fixed_us * MICRO)
+    if op.kind == "attention":
+        pre, dec = c.prefill_attention, c.decode_attention
+        T = np.asarray(op.rows, dtype=float)
+        prefill = T > 1.0
+        c_pre = pre.compute * eff.compute_scale
+        compute = np.where(prefill, op.flops / (peak * c_pre * np.maximum(saturation(T, pre.tokens_half), 1e-12)),
+                           op.flops / (peak * c_pre))
+        memory = np.where(prefill, op.bytes / (bw * pre.memory * eff.memory_scale),
+                          op.bytes / (bw * dec.memory * eff.memory_scale))
+        fixed = np.where(prefill, pre.fixed_us, dec.fixed_us + np.asarray(op.sequences) * dec.per_sequence_us)
+        return compute, memory, fixed * MICRO
+    s = c.stream
+    compute = op.flops / (peak * eff.compute)
+    memory = op.bytes / (bw * s.memory * eff.memory_scale)
+    return compute, memory, np.float64(kernels * s.fixed_us * MICRO)
