@@ -13,7 +13,8 @@ are of the data-sheet peak and bandwidth (each <= 1), so no time beats the pure 
   other      memory = bytes / (bandwidth * m_stream); compute as the profile's; fixed = kernels * fixed_us
 
 The preset's compute and memory scales multiply c and m (engines with their own kernels).
-A compute dtype without a GEMM curve returns None: the caller keeps the efficiency model.
+A compute dtype without a GEMM curve, or weight-only quantised weights (whose kernels were
+not measured), returns None: the caller keeps the efficiency model for that operator.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def curve_terms(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, kerne
     c = eff.curves
     bw = hw.memory_bandwidth_bytes_per_s
     if op.kind == "linear":
-        g = c.gemm_for(dt.compute)
+        # measured GEMMs run weights at the compute dtype; weight-only quantised kernels were not measured
+        g = c.gemm_for(dt.compute) if dt.weight in (dt.compute, "fp16", "bf16") else None
         if g is None:
             return None
         f = saturation(op.rows, g.m_half) * saturation(op.out_features, g.n_half) * saturation(op.in_features, g.k_half)

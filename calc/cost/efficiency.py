@@ -48,6 +48,7 @@ class Efficiency:
     # the operator's own count (calc.cost.operators).
     kernel_counts: tuple[tuple[str, float], ...] = ()
     custom_allreduce: bool = True  # the engine has a custom (one-/two-shot) all-reduce
+    fitted_collectives: bool = False  # time collectives by the profile's fitted algorithms (not ideal)
 
     def kernels_of(self, op) -> float:
         """Kernels the engine launches for one occurrence of ``op`` (its kernel set, else the op's)."""
@@ -65,7 +66,8 @@ class Efficiency:
             return cls()
         e = hw.efficiency
         top = cls(e.compute, e.memory, hw.kernel_overhead_s, hw.step_overhead_s, e.attention,
-                  gemm_m_half=e.gemm_m_half, memory_half_bytes=e.memory_half_mb * MB, curves=e.kernels)
+                  gemm_m_half=e.gemm_m_half, memory_half_bytes=e.memory_half_mb * MB, curves=e.kernels,
+                  fitted_collectives=True)
         over = []
         for dtype, d in e.by_dtype.items():
             pick = lambda v, default: default if v is None else v  # noqa: E731
@@ -85,15 +87,16 @@ class Efficiency:
         ``launch_us`` (what launching adds beyond a measured kernel), when it states one."""
         if preset.ideal:
             return type(self)(engine=preset.name)
+        curves = self.curves if preset.kernel_curves else None
         per_kernel = preset.kernel_overhead_us
-        if self.curves is not None and preset.launch_us is not None:
+        if curves is not None and preset.launch_us is not None:
             per_kernel = preset.launch_us
         return replace(
             self, engine=preset.name, attention=preset.attention, gemm_m_half=preset.gemm_m_half,
             memory_half_bytes=preset.memory_half_mb * MB, kernel_overhead_s=per_kernel * MICRO,
             step_overhead_s=preset.step_overhead_us * MICRO, request_overhead_s=preset.request_overhead_us * MICRO,
             compute=self.compute * preset.compute_scale, memory=self.memory * preset.memory_scale, by_dtype=(),
-            compute_scale=preset.compute_scale, memory_scale=preset.memory_scale,
+            compute_scale=preset.compute_scale, memory_scale=preset.memory_scale, curves=curves,
             kernel_counts=tuple(preset.kernels.items()), custom_allreduce=preset.custom_allreduce,
         )
 

@@ -100,7 +100,9 @@ def _attention_core(name, layers, ps: Pass, window, heads, score_dim, value_dim,
         kv_write_bytes=ps.tokens * kv_elems_per_pos * kvb,
         act_read_bytes=act_r,
         act_write_bytes=act_w,
-        rows=ps.tokens / np.maximum(ps.total(ps.batch), 1e-9), sequences=ps.total(ps.batch),
+        # queries per sequence of a prefill pass; 1 for decode and ragged steps (decode-style kernels)
+        rows=np.asarray(ps.new if ps.phase == "prefill" and not ps.ragged else 1.0, dtype=float),
+        sequences=ps.total(ps.batch),
         kernels=kernels, peak="attention",
     )
 

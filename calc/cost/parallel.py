@@ -113,7 +113,7 @@ def link(hw: HardwareSpec, par: Parallel) -> Link:
 
 
 def collective_time(kind: str, message_bytes, n: int, sent_bytes, hops: float, link: Link,
-                    custom_allreduce: bool = True) -> np.ndarray:
+                    custom_allreduce: bool = True, algorithm: str | None = None) -> np.ndarray:
     """Seconds for one collective of ``kind`` (allreduce, all_to_all, send, gather) over n GPUs.
 
     Fitted (link.collectives, c; BW the link bandwidth, M the message):
@@ -123,24 +123,37 @@ def collective_time(kind: str, message_bytes, n: int, sent_bytes, hops: float, l
       all_to_all c.all_to_all + (n-1)/n M / (BW c.all_to_all_fraction)
       send       c.send + M / (BW c.send_fraction)
       gather     c.send + sent / (BW c.send_fraction)      (n-1 sends to one GPU)
-    Otherwise: sent / BW + hops x hop latency."""
+    Otherwise: sent / BW + hops x hop latency. ``algorithm`` (one_shot, two_shot, ring) fixes
+    the all-reduce's algorithm instead of taking the fastest."""
     bw, c = link.bandwidth_bytes_per_s, link.collectives
     sent = np.asarray(sent_bytes, float)
     if c is None or not kind:
         return sent / bw + hops * link.hop_s
     m = np.asarray(message_bytes, float)
     if kind == "allreduce":
-        ring = (c.ring_us + 2 * (n - 1) * c.ring_hop_us) * MICRO + 2 * (n - 1) / n * m / (bw * c.ring_fraction)
-        if not custom_allreduce:
-            return ring
-        one = c.one_shot_us * MICRO + (n - 1) * m / (bw * c.custom_fraction)
-        two = c.two_shot_us * MICRO + 2 * (n - 1) / n * m / (bw * c.custom_fraction)
-        return np.minimum(np.minimum(one, two), ring)
+        algos = allreduce_times(m, n, link, custom_allreduce)
+        return algos[algorithm] if algorithm else np.minimum.reduce(list(algos.values()))
     if kind == "all_to_all":
         return c.all_to_all_us * MICRO + (n - 1) / n * m / (bw * c.all_to_all_fraction)
     if kind == "send":
         return c.send_us * MICRO + m / (bw * c.send_fraction)
     return c.send_us * MICRO + sent / (bw * c.send_fraction)
+
+
+def allreduce_times(message_bytes, n: int, link: Link, custom_allreduce: bool = True) -> dict:
+    """Seconds of each all-reduce algorithm the engine has, by name (link.collectives fitted)."""
+    c, bw, m = link.collectives, link.bandwidth_bytes_per_s, np.asarray(message_bytes, float)
+    out = {"ring": (c.ring_us + 2 * (n - 1) * c.ring_hop_us) * MICRO + 2 * (n - 1) / n * m / (bw * c.ring_fraction)}
+    if custom_allreduce:
+        out["one_shot"] = c.one_shot_us * MICRO + (n - 1) * m / (bw * c.custom_fraction)
+        out["two_shot"] = c.two_shot_us * MICRO + 2 * (n - 1) / n * m / (bw * c.custom_fraction)
+    return out
+
+
+def fastest_allreduce(message_bytes, n: int, link: Link, custom_allreduce: bool = True) -> str:
+    """The name of the fastest all-reduce for one message size."""
+    algos = allreduce_times(float(message_bytes), n, link, custom_allreduce)
+    return min(algos, key=lambda k: float(algos[k]))
 
 
 def ring_allreduce(message_bytes, n: int) -> tuple[np.ndarray, float]:

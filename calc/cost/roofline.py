@@ -18,7 +18,7 @@ launch cost. ``kernels`` is the engine's kernel set's count for the operator.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -74,6 +74,8 @@ class OpTime:
 def op_time(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, link: Link = NO_LINK) -> OpTime:
     """Roofline terms of one operator; ``link`` is the split's scale-up link (calc.cost.parallel)."""
     if op.kind == "comm":
+        if not eff.fitted_collectives and link.collectives is not None:
+            link = replace(link, collectives=None)
         z = np.float64(0.0)
         return OpTime(op, z, z, z, collective_time(op.collective, op.message_bytes, op.group, op.comm_bytes,
                                                    op.comm_hops, link, eff.custom_allreduce))

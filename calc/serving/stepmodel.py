@@ -20,7 +20,7 @@ from calc.cost.efficiency import Efficiency
 from calc.cost.latency import mixed_step_cost
 from calc.cost.opcost import Pass, attention_pairs, positions_attended
 from calc.cost.operators import experts_touched, pass_ops
-from calc.cost.parallel import SINGLE, Parallel, link
+from calc.cost.parallel import SINGLE, Parallel, collective_time, fastest_allreduce, link
 from calc.cost.roofline import phase_cost
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
@@ -129,15 +129,21 @@ def _fit_phase(model, hw, dt, eff, attention, par, phase, rng) -> tuple:
     new = np.where(rng.random((K, S)) < 0.5, 1.0, rng.integers(2, 4097, (K, S)).astype(float))
     past = np.where(rng.random((K, S)) < 0.2, 0.0, rng.integers(0, 65_537, (K, S)).astype(float))
     ops = pass_ops(model, Pass(w, new, past, phase, ragged=True), dt, attention, par)
-    cost = phase_cost(ops, hw, dt, eff, link(hw, par))
+    lk = link(hw, par)
+    cost = phase_cost(ops, hw, dt, eff, lk)
     X = step_features(model, new, past, w).T  # [K, F]
     ones = np.ones(K)
     cols = []
     for t in cost.ops:
         L = t.op.layers
         cols += [ones * t.compute_s * L, ones * t.memory_s * L]
-    extra = sum(ones * (t.overhead_s + t.comm_s) * t.op.layers for t in cost.ops) + cost.step_overhead_s
-    comm = sum(ones * t.comm_s * t.op.layers for t in cost.ops)
+    # An all-reduce's algorithm depends on its message (calc.cost.parallel): the model keeps
+    # one per operator, the fastest at the median sampled step, so its time stays affine.
+    comm_t = [_affine_comm(t, lk, eff) for t in cost.ops]
+    pairs = list(zip(cost.ops, comm_t, strict=True))
+    extra = sum(ones * (t.overhead_s + c) * t.op.layers for t, c in pairs) + cost.step_overhead_s
+    comm = sum(ones * c * t.op.layers for t, c in pairs)
+    target = cost.time_s + sum((c - t.comm_s) * t.op.layers for t, c in pairs)
     Y = np.column_stack([*cols, extra, comm])
     scale = np.abs(X).max(axis=0)
     scale[scale == 0] = 1.0
@@ -147,8 +153,18 @@ def _fit_phase(model, hw, dt, eff, attention, par, phase, rng) -> tuple:
     C, M = sol[0:2 * n_ops:2], sol[1:2 * n_ops:2]
     coef = (C, M, sol[2 * n_ops], sol[2 * n_ops + 1])
     fitted = np.maximum(C @ X.T, M @ X.T).sum(axis=0) + coef[2] @ X.T
-    err = float(np.max(np.abs(fitted - cost.time_s) / cost.time_s))
+    err = float(np.max(np.abs(fitted - target) / target))
     return coef, err
+
+
+def _affine_comm(t, lk, eff):
+    """The collective's seconds with its all-reduce algorithm fixed (see _fit_phase)."""
+    op = t.op
+    if op.kind != "comm" or op.collective != "allreduce" or lk.collectives is None or not eff.fitted_collectives:
+        return t.comm_s
+    algo = fastest_allreduce(np.median(op.message_bytes), op.group, lk, eff.custom_allreduce)
+    return collective_time(op.collective, op.message_bytes, op.group, op.comm_bytes, op.comm_hops, lk,
+                           eff.custom_allreduce, algo)
 
 
 def step_model(model: ModelSpec, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, attention: str = "fused",

@@ -56,6 +56,9 @@ class EngineSpec(BaseModel):
     # dispatch. None: kernel_overhead_us applies there too.
     launch_us: float | None = Field(default=None, ge=0)
     custom_allreduce: bool = True  # one-/two-shot custom all-reduce within a node (else NCCL's ring)
+    # Whether the profile's measured kernel curves (vendor GEMM libraries, FlashAttention) time
+    # this engine's kernels; false for engines with their own matmul kernels (llama.cpp).
+    kernel_curves: bool = True
 
     @field_validator("kernels")
     @classmethod

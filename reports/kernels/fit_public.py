@@ -52,6 +52,7 @@ GPUS = {
     "b200": ("b200_sxm", ("trtllm", "1.3.0rc20"), ("vllm", "0.24.0")),
     "gb200": ("gb200", ("trtllm", "1.3.0rc20"), ("vllm", "0.24.0")),
 }
+MAX_COLLECTIVE_ERROR = 0.25  # a collectives fit worse than this (median) is reported, not adopted
 GEMM_DTYPES = {"bf16": ("bfloat16", 2.0, 2.0), "fp8": ("fp8", 1.0, 1.0)}  # table dtype, weight B, act B
 
 
@@ -161,8 +162,8 @@ def fit_prefill(d: pd.DataFrame, peak: float, bw: float) -> dict:
             "kernel_source": str(d.kernel_source.iloc[0]), **residuals(model(p), t)}
 
 
-def fit_decode(d: pd.DataFrame, peak: float, bw: float, l2_bytes: float) -> dict:
-    """t = max(FLOPs / (P16 c), bytes / (BW m)) + t0 + B t_seq (per-sequence setup: page table,
+def fit_decode(d: pd.DataFrame, bw: float, l2_bytes: float) -> dict:
+    """t = bytes / (BW m) + t0 + B t_seq (per-sequence setup: page table,
     split-KV reduction). Points whose KV lies between L2/16 and 2 L2 are left out: the benchmark
     re-reads one layer's KV, which then stays in L2; a model's pass reads every layer's."""
     d = _attention_rows(d)
@@ -173,16 +174,15 @@ def fit_decode(d: pd.DataFrame, peak: float, bw: float, l2_bytes: float) -> dict
     keep = (kv <= 64e9) & ((kv < l2_bytes / 16) | (kv > 2 * l2_bytes))
     B, S, Hq, Hkv, D = B[keep], S[keep], Hq[keep], Hkv[keep], D[keep]
     t = d.latency.to_numpy(float)[keep] * 1e-3
-    flops = 4 * Hq * D * B * S
     nbytes = B * S * 2 * Hkv * D * 2.0
 
     def model(p):
-        c, m, t0, ts = p
-        return np.maximum(flops / (peak * c), nbytes / (bw * m)) + t0 * 1e-6 + B * ts * 1e-6
+        m, t0, ts = p
+        return nbytes / (bw * m) + t0 * 1e-6 + B * ts * 1e-6
 
-    p = _fit(model, [0.5, 0.8, 5.0, 0.1], [0.01, 0.05, 0, 0], [1.0, 1.0, 100, 10], t)
-    c, m, t0, ts = p
-    return {"compute": round(c, 3), "memory": round(m, 3), "fixed_us": round(t0, 2), "per_sequence_us": round(ts, 3),
+    p = _fit(model, [0.8, 5.0, 0.1], [0.05, 0, 0], [1.0, 100, 10], t)
+    m, t0, ts = p
+    return {"memory": round(m, 3), "fixed_us": round(t0, 2), "per_sequence_us": round(ts, 3),
             "kernel_source": str(d.kernel_source.iloc[0]), **residuals(model(p), t)}
 
 
@@ -241,6 +241,19 @@ def fit_collectives(system: str, link_bw: float) -> tuple[dict, list[str]]:
     return out, [rel1, rel2]
 
 
+def eager_launch(system: str) -> tuple[dict, str]:
+    """What eager launching adds per kernel: vLLM's custom all-reduce timed both in a CUDA graph
+    and eagerly (each eager call launches two kernels: the input's clone and the all-reduce),
+    at messages up to 4096 elements, where the kernels themselves are a few us:
+    (eager - graph) / 2, median over message sizes and GPU counts."""
+    d, rel = table(system, "comm", "vllm", None, "custom_allreduce_perf")
+    d = d[d.message_size <= 4096]
+    g = d[d.backend == "vllm_graph"].set_index(["num_gpus", "message_size"]).latency
+    e = d[d.backend == "vllm_eager"].set_index(["num_gpus", "message_size"]).latency
+    diff = ((e - g).dropna() * 1e3 / 2).to_numpy()
+    return {"eager_launch_us": round(float(np.median(diff)), 2), "points": int(diff.size)}, rel
+
+
 def profile(name: str) -> dict:
     return yaml.safe_load((PROFILES / f"{name}.yaml").read_text())
 
@@ -267,10 +280,14 @@ def fit_gpu(name: str) -> dict:
     gen, rel2 = table(system, "attention", ab, av, "generation_attention_perf")
     sources.append(rel2)
     kernels = {"gemm": gemm, "stream": stream,
-               "prefill_attention": fit_prefill(c, p16, bw), "decode_attention": fit_decode(gen, p16, bw, l2)}
+               "prefill_attention": fit_prefill(c, p16, bw), "decode_attention": fit_decode(gen, bw, l2)}
     link = hw.get("interconnect") or {}
     link_bw = link.get("bandwidth_gb_s_per_direction", hw.get("pcie", {}).get("bandwidth_gb_s_per_direction"))
     coll, csrc = fit_collectives(system, link_bw * 1e9)
+    launch, lsrc = eager_launch(system)
+    coll["eager_launch"] = {**launch, "source": lsrc}
+    version = importlib.metadata.version("aiconfigurator")
+    coll["eager_launch"]["source"] = f"aiconfigurator {version} systems/data/{lsrc}"
     version = importlib.metadata.version("aiconfigurator")
     src = (f"aiconfigurator {version} (Apache-2.0) systems/data/" + ", ".join(sources)
            + f"; GEMM backend {gb} {gv}, attention backend {ab} {av}")
@@ -292,7 +309,8 @@ def _flow(d: dict) -> str:
 def render(fit: dict) -> tuple[str, str]:
     """(the efficiency.kernels block, the top-level collectives block) as YAML text."""
     k = fit["kernels"]
-    lines = [BEGIN, "  kernels:", f"    source: {json.dumps(k['source'])}"]
+    lines = [BEGIN, "  # every curve's fit residuals (|predicted / measured - 1|, median and p90) are in its fields",
+             "  kernels:", f"    source: {json.dumps(k['source'])}"]
     for key in ("gemm", "stream", "prefill_attention", "decode_attention"):
         if key == "gemm":
             lines.append("    gemm:")
@@ -302,13 +320,21 @@ def render(fit: dict) -> tuple[str, str]:
             lines.append(f"    {key}: {_flow(k[key]).strip()}")
     lines.append(END)
     c = fit["collectives"]
-    clines = [CBEGIN, "collectives:", f"  source: {json.dumps(c['source'])}"]
-    for key, val in c.items():
-        if key not in ("source", "residuals"):
-            clines.append(f"  {key}: {_plain(val)}")
-    clines.append("  residuals:")
-    for key, val in c["residuals"].items():
-        clines.append(f"    {key}: {_flow(val).strip()}")
+    el = c["eager_launch"]
+    clines = [CBEGIN, f"# measured: eager launch adds {el['eager_launch_us']} us per kernel over a CUDA-graph replay "
+                      f"({el['points']} points; source: {el['source']}, (eager - graph) / 2 kernels per call)"]
+    worst = c["residuals"]["custom_allreduce"]["median_error"]
+    if worst > MAX_COLLECTIVE_ERROR:
+        clines.append(f"# collectives not adopted: the fit misses the measured custom all-reduce by {worst:.0%} "
+                      f"(median; more than {MAX_COLLECTIVE_ERROR:.0%}), so the link's analytical ring stays")
+    else:
+        clines += ["collectives:", f"  source: {json.dumps(c['source'])}  # residuals below, per collective"]
+        for key, val in c.items():
+            if key not in ("source", "residuals", "eager_launch"):
+                clines.append(f"  {key}: {_plain(val)}")
+        clines.append("  residuals:")
+        for key, val in c["residuals"].items():
+            clines.append(f"    {key}: {_flow(val).strip()}")
     clines.append(CEND)
     return "\n".join(lines) + "\n", "\n".join(clines) + "\n"
 

@@ -25,8 +25,15 @@ def _op(cost, name):
     return t
 
 
+def _without_curves(hw):
+    """The profile as it was before measured kernel curves (the analytical model)."""
+    return hw.model_copy(update={"efficiency": hw.efficiency.model_copy(update={"kernels": None})})
+
+
 def test_decode_gemm_at_m1_is_memory_bound_at_the_achieved_bandwidth(setup):
-    m, hw, dt, eff = setup
+    m, hw, dt, _ = setup
+    hw = _without_curves(hw)
+    eff = Efficiency.of(hw)
     preset = load_engine("default")
     t = _op(decode_cost(m, hw, np.float64(1), np.float64(512), dt, eff), "q_proj")
     assert not t.compute_bound
@@ -38,16 +45,49 @@ def test_decode_gemm_at_m1_is_memory_bound_at_the_achieved_bandwidth(setup):
     assert t.compute_s == pytest.approx(flops / (989.4e12 * hw.efficiency.compute) * (1 + preset.gemm_m_half))
 
 
+def test_decode_gemm_from_the_measured_curve(setup):
+    m, hw, dt, eff = setup
+    g = hw.efficiency.kernels.gemm["bf16"]
+    t = _op(decode_cost(m, hw, np.float64(1), np.float64(512), dt, eff), "q_proj")
+    # memory: (W[4096,4096] + x + y) at bf16 over the curve's bandwidth fraction
+    assert t.memory_s == pytest.approx((4096 * 4096 * 2 + 2 * 4096 * 2) / (3.35e12 * g.memory))
+    # compute: 2MNK / (peak * c * M/(M+m_half) * N/(N+n_half) * K/(K+k_half)) with M=1, N=K=4096
+    f = 1 / (1 + g.m_half) * 4096 / (4096 + g.n_half) * 4096 / (4096 + g.k_half)
+    assert t.compute_s == pytest.approx(2 * 4096 * 4096 / (989.4e12 * g.compute * f))
+    # the curve's fixed time, once per kernel; the default preset adds no launch time over it
+    assert t.overhead_s == pytest.approx(g.fixed_us * 1e-6)
+    assert g.compute <= 1 and g.memory <= 1
+
+
+def test_fused_engines_launch_fewer_kernels_than_eager(setup):
+    m, hw, dt, _ = setup
+    counts = {}
+    for name in ("vllm", "trtllm", "hf"):
+        eff = Efficiency.of(hw.with_engine(name))
+        ops = decode_cost(m, hw, np.float64(1), np.float64(512), dt, eff).ops
+        per_layer = [t for t in ops if t.op.layers in (32, 64) and t.op.kind != "comm"]
+        counts[name] = sum(eff.kernels_of(t.op) * t.op.layers for t in per_layer) / 32
+    # vllm: 2 norms + qkv + rope + (cache write + attention) + o + gate_up + act + down = 10
+    assert counts["vllm"] == 10
+    # trtllm also folds RoPE into the attention op's preprocessing kernel: 9
+    assert counts["trtllm"] == 9
+    # eager HF: 2 x 8 (RMSNorm) + 3 (q, k, v) + 10 (RoPE) + 7 (attention) + o + gate_up + 2 (act) + down
+    # + 2 residual adds = 43
+    assert counts["hf"] == 43
+
+
 def test_long_prefill_reaches_the_fitted_compute_efficiency(setup):
     m, hw, dt, eff = setup
     T = 8192
     t = _op(prefill_cost(m, hw, np.float64(1), np.float64(T), dt, eff)[0], "mlp.gate_up_proj")
     achieved = t.op.flops / t.time_s
-    ceiling = 989.4e12 * hw.efficiency.compute
+    g = hw.efficiency.kernels.gemm["bf16"]
+    ceiling = 989.4e12 * g.compute
     assert t.compute_bound
-    # within M / (M + m_half) of the large-GEMM efficiency, less one kernel's launch
+    # within the M, N, K ramps of the large-GEMM efficiency, less one kernel's fixed time
+    f = T / (T + g.m_half) * 28672 / (28672 + g.n_half) * 4096 / (4096 + g.k_half)
     assert achieved <= ceiling
-    assert achieved >= ceiling * T / (T + load_engine("default").gemm_m_half) * 0.99
+    assert achieved >= ceiling * f * 0.99
 
 
 def test_ideal_engine_is_the_pure_roofline(setup):

@@ -43,10 +43,12 @@ def test_tp8_decode_allreduce_bytes(l70, h100):
     assert ar.comm_bytes == pytest.approx(2 * (N - 1) / N * message)
     per_layer_total = 2 * L * 8192 * 2  # the 2 all-reduces x 80 layers x 8192 x 2 B
     assert ar.comm_bytes * 2 * L == pytest.approx(2 * (N - 1) / N * per_layer_total)
-    # ring: 2(N-1)/N * M / link + 2(N-1) hops of latency, on NVLink 450 GB/s per direction
+    # without fitted collectives, a ring: 2(N-1)/N * M / link + 2(N-1) hops of latency, on
+    # NVLink 450 GB/s per direction
+    plain = h100.model_copy(update={"collectives": None})
     link = h100.interconnect
     expected = 2 * (N - 1) / N * message / (link.bandwidth_gb_s_per_direction * 1e9) + 2 * (N - 1) * link.latency_us * 1e-6
-    [t] = [t for t in est.decode.ops if t.op.name == "tp.allreduce"]
+    [t] = [t for t in estimate(l70, plain, 1, 1024, 2, Setup.of(tp=N)).decode.ops if t.op.name == "tp.allreduce"]
     assert t.time_s == pytest.approx(expected)
 
 
@@ -136,3 +138,45 @@ def test_split_on_hardware_without_a_link_is_an_error():
     cpu = load_hardware("cpu-generic-2core")
     with pytest.raises(SpecError, match="interconnect"):
         estimate(m, cpu, setup=Setup.of(tp=2))
+
+
+def test_small_allreduce_takes_the_one_shot_custom_kernel():
+    from calc.cost.parallel import Link, collective_time, fastest_allreduce
+    from calc.spec.kernels import Collectives
+
+    c = Collectives(source="hand", one_shot_us=3.0, two_shot_us=25.0, custom_fraction=0.5, ring_us=6.0,
+                    ring_hop_us=1.0, ring_fraction=0.5, all_to_all_us=10.0, all_to_all_fraction=0.5,
+                    send_us=6.0, send_fraction=0.5)
+    lk = Link(400e9, 2e-6, c)
+    # TP=8 decode of a 4096-wide bf16 token: 8 KB. one-shot: 3 us + 7 x 8192 / 200e9 = 3.29 us;
+    # two-shot: 25 us + 2 x 7/8 x 8192 / 200e9; ring: 6 + 14 x 1 = 20 us + 2 x 7/8 x 8192 / 200e9
+    m = 4096 * 2
+    t = collective_time("allreduce", m, 8, 2 * 7 / 8 * m, 14, lk)
+    assert float(t) == pytest.approx(3e-6 + 7 * m / 200e9)
+    assert fastest_allreduce(m, 8, lk) == "one_shot"
+    # without a custom all-reduce (NCCL only): the ring, 20 us + 2 x 7/8 x M / 200e9
+    ring = collective_time("allreduce", m, 8, 2 * 7 / 8 * m, 14, lk, custom_allreduce=False)
+    assert float(ring) == pytest.approx(20e-6 + 2 * 7 / 8 * m / 200e9)
+    # 64 MB: one-shot moves 7 M, two-shot and ring 1.75 M; two-shot's 25 us beats the ring's 20 + ...? no:
+    # two-shot = 25 us + 1.75 M / 200e9, ring = 20 us + 1.75 M / 200e9: the ring wins at large M
+    big = 64e6
+    assert fastest_allreduce(big, 8, lk) == "ring"
+    # all-to-all and a PP send
+    assert float(collective_time("all_to_all", 1e6, 4, 0.75e6, 3, lk)) == pytest.approx(10e-6 + 0.75e6 / 200e9)
+    assert float(collective_time("send", 1e6, 2, 1e6, 1, lk)) == pytest.approx(6e-6 + 1e6 / 200e9)
+    # no fitted collectives: bytes sent / bandwidth + hops x hop latency, as before
+    plain = Link(400e9, 2e-6)
+    assert float(collective_time("allreduce", m, 8, 2 * 7 / 8 * m, 14, plain)) == pytest.approx(
+        2 * 7 / 8 * m / 400e9 + 14 * 2e-6)
+
+
+def test_tp8_decode_allreduce_uses_the_fitted_one_shot(h100):
+    from calc import load_model
+    from calc.cost.latency import estimate
+
+    est = estimate(load_model("llama-2-7b"), h100, 1, 512, 2, Setup.of(tp=8))
+    [ar] = [t for t in est.decode.ops if t.op.name == "tp.allreduce"]
+    c = h100.collectives
+    m = 4096 * 2  # one token x H = 4096 at bf16
+    assert float(ar.comm_s) == pytest.approx(c.one_shot_us * 1e-6 + 7 * m / (450e9 * c.custom_fraction))
+    assert float(ar.comm_s) < 10e-6  # a few-KB one-shot on NVLink, not 2(N-1) ring hops
