@@ -127,3 +127,29 @@ def test_hf_preset_computes_logits_for_every_prompt_position(setup):
     head = lambda est: [t.op for t in est.prefill.ops if t.op.name == "lm_head"][0]  # noqa: E731
     assert head(hf).linear_flops == 2 * 2 * T * 4096 * 128256  # B x T rows of logits
     assert head(vllm).linear_flops == 2 * 2 * 1 * 4096 * 128256  # the last position only
+
+
+def test_decode_attention_from_the_measured_curve(setup):
+    m, hw, dt, eff = setup
+    d = hw.efficiency.kernels.decode_attention
+    B, S = 8, 4096
+    t = _op(decode_cost(m, hw, np.float64(B), np.float64(S), dt, eff), "attention")
+    # Llama-3.1-8B: 8 KV heads x 128 x (K, V) x bf16 per position; the step reads S + 1 positions
+    kv_read = B * (S + 1) * 8 * 128 * 2 * 2
+    kv_write = B * 8 * 128 * 2 * 2
+    act = B * (32 * 128 + 2 * 8 * 128) * 2 + B * 32 * 128 * 2  # q, k, v in; out
+    assert t.memory_s == pytest.approx((kv_read + kv_write + act) / (3.35e12 * d.memory))
+    # fixed: the kernel's own plus a per-sequence share; the default preset adds no launch time
+    assert t.overhead_s == pytest.approx((d.fixed_us + B * d.per_sequence_us) * 1e-6)
+    assert not t.compute_bound
+
+
+def test_prefill_attention_ramps_with_prompt_length(setup):
+    m, hw, dt, eff = setup
+    p = hw.efficiency.kernels.prefill_attention
+    T = 2048
+    t = _op(prefill_cost(m, hw, np.float64(1), np.float64(T), dt, eff)[0], "attention")
+    pairs = T * (T + 1) / 2
+    flops = 4 * 32 * 128 * pairs + 5 * 32 * pairs  # QK^T and PV; softmax counted as "other"
+    assert t.compute_s == pytest.approx(flops / (989.4e12 * p.compute * T / (T + p.tokens_half)))
+    assert t.compute_bound
