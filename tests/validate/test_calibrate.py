@@ -50,7 +50,8 @@ def test_split_is_deterministic_and_holds_out_a_third():
 
 def test_efficiency_extension_is_neutral_by_default():
     hw = load_hardware("h100-sxm")
-    hw = hw.model_copy(update={"efficiency": hw.efficiency.model_copy(update={"engine": None})})  # no preset
+    # no preset, and the analytical model (no measured kernel curves)
+    hw = hw.model_copy(update={"efficiency": hw.efficiency.model_copy(update={"engine": None, "kernels": None})})
     spec = load_model("llama-3.1-8b")
     eff = Efficiency.of(hw)
     assert eff.by_dtype == () and eff.attention == 1.0
