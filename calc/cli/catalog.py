@@ -55,6 +55,8 @@ def hardware_summary(hw: HardwareSpec) -> dict:
         "tdp_w": hw.tdp_w,
         "usd_per_hour": hw.price.usd_per_hour if hw.price else None,
         "calibrated": hw.calibration is not None,
+        "kernel_curves": "measured" if hw.efficiency.kernels is not None else "analytical",
+        "collectives": "measured" if hw.collectives is not None else "analytical",
     }
 
 
@@ -131,11 +133,14 @@ def engines_cmd(fmt: FormatOpt = Format.table) -> None:
              "attention": e.attention, "gemm_m_half": e.gemm_m_half, "memory_half_mb": e.memory_half_mb,
              "kernel_overhead_us": e.kernel_overhead_us, "step_overhead_us": e.step_overhead_us,
              "request_overhead_us": e.request_overhead_us, "compute_scale": e.compute_scale, "memory_scale": e.memory_scale, "ideal": e.ideal,
-             "sources": e.sources} for e in engines().values()]
+             "launch_us": e.launch_us, "kernels": dict(e.kernels), "cuda_graphs": e.cuda_graphs,
+             "custom_allreduce": e.custom_allreduce, "sources": e.sources} for e in engines().values()]
     table_rows = [[r["name"], r["attention_kernel"], f"{r['attention']:.2f}", f"{r['gemm_m_half']:.3g}",
                    f"{r['memory_half_mb']:.3g}", f"{r['kernel_overhead_us']:.3g}", f"{r['step_overhead_us']:.4g}",
-                   f"{r['request_overhead_us'] / 1e3:.3g}", f"{r['compute_scale']:.2f}/{r['memory_scale']:.2f}"]
+                   f"{r['request_overhead_us'] / 1e3:.3g}", f"{r['compute_scale']:.2f}/{r['memory_scale']:.2f}",
+                   "-" if r["launch_us"] is None else f"{r['launch_us']:.3g}",
+                   " ".join(f"{k}={v:g}" for k, v in r["kernels"].items()) or "-"]
                   for r in rows]
     headers = ["engine", "attention", "attn eff", "GEMM M half", "half MB", "kernel us", "step us", "request ms",
-               "scales c/m"]
+               "scales c/m", "launch us (measured kernels)", "kernel set"]
     emit(fmt, [{k: v for k, v in r.items() if k != "sources"} for r in rows], headers, table_rows, obj=rows)
