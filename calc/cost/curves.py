@@ -5,6 +5,8 @@ are of the data-sheet peak and bandwidth (each <= 1), so no time beats the pure 
 
   matmul     compute = FLOPs / (peak * c * f(M) f(N) f(K)),  f(X) = X / (X + X_half)
              memory  = bytes / (bandwidth * m);  fixed = kernels * fixed_us
+             (routed experts, one grouped GEMM over many experts: the M ramp alone, M the
+             tokens per expert; its N and K tiles span the experts)
   attention  prefill (T > 1 queries per sequence):
                compute = FLOPs / (peak16 * c * f(T)), memory = bytes / (bandwidth * m), fixed
              decode (one query per sequence):
@@ -27,6 +29,8 @@ from calc.cost.dtypes import Dtypes
 from calc.cost.opcost import OpCost
 from calc.spec.hardware import HardwareSpec
 
+ROUTED_EXPERTS = "moe.experts"  # calc.cost.operators.moe_ops' grouped expert GEMMs
+
 
 def saturation(x, half) -> np.ndarray:
     """x / (x + half): the share of a kernel's large-size rate a size x reaches (x <= 0: unknown, 1)."""
@@ -44,7 +48,9 @@ def curve_terms(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, kerne
         g = c.gemm_for(dt.compute) if dt.weight in (dt.compute, "fp16", "bf16") else None
         if g is None:
             return None
-        f = saturation(op.rows, g.m_half) * saturation(op.out_features, g.n_half) * saturation(op.in_features, g.k_half)
+        f = saturation(op.rows, g.m_half)
+        if op.name != ROUTED_EXPERTS:  # a grouped GEMM's N and K tiles span its experts
+            f = f * saturation(op.out_features, g.n_half) * saturation(op.in_features, g.k_half)
         compute = op.flops / (peak * g.compute * eff.compute_scale * np.maximum(f, 1e-12))
         memory = op.bytes / (bw * g.memory * eff.memory_scale)
         return compute, memory, np.float64(kernels * g.fixed_us * MICRO)
