@@ -38,6 +38,7 @@ class GemmCurve(Fitted):
     k_half: float = Field(ge=0)
     memory: float = Field(gt=0, le=1)
     fixed_us: float = Field(ge=0)
+    kernel_source: str = ""
 
 
 class StreamCurve(Fitted):
