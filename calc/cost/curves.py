@@ -24,8 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from calc.core.units import MICRO
-from calc.cost.efficiency import Efficiency
 from calc.cost.dtypes import Dtypes
+from calc.cost.efficiency import Efficiency
 from calc.cost.opcost import OpCost
 from calc.spec.hardware import HardwareSpec
 

@@ -60,15 +60,15 @@ CHARTS: tuple[Chart, ...] = (
           lambda: plot.make_chart("roofline", "llama-3.1-8b", THREE_GPUS, batch=[1], prompt_len=[1024]),
           lambda: "One user (B=1): the prefill of 1024 tokens lands at ~535 FLOP/B, past every ridge "
                   "(compute-bound); a decode step at ~1 FLOP/B sits far down the memory roof.\n"
-                  "Decode reaches 3.1, 0.87 and 0.26 TFLOP/s on the three GPUs: the ratio of their memory "
-                  "bandwidths (3.5x, 12x), not of their TFLOP/s.",
+                  "Decode reaches 2.3, 0.77 and 0.24 TFLOP/s on the three GPUs: close to the ratio of their "
+                  "memory bandwidths (3.3x, 11x), not of their TFLOP/s.",
           f"roofline plot roofline -m llama-3.1-8b --hardware {THREE_GPUS} --batch 1 --prompt-len 1024 "
           "--out roofline.png"),
     Chart("llama-3.1-8b_ttft", "Llama-3.1-8B: TTFT vs prompt length",
           lambda: plot.make_chart("ttft", "llama-3.1-8b", THREE_GPUS, batch=[1]),
           lambda: "One prompt of 128 to 32k tokens: short prompts are bound by reading the 16 GB of weights "
                   "(the flat start), long ones by compute, growing faster than T as causal attention takes over.\n"
-                  "At 1k tokens: 21 ms on H100, 101 ms on RTX 4090, 180 ms on L4, close to the inverse of their "
+                  "At 1k tokens: 25 ms on H100, 105 ms on RTX 4090, 186 ms on L4, close to the inverse of their "
                   "attainable bf16 TFLOP/s (792 : 157 : 97).",
           f"roofline plot ttft -m llama-3.1-8b --hardware {THREE_GPUS} --batch 1 --out ttft.png"),
     Chart("llama-3.1-8b_throughput", "Llama-3.1-8B: throughput vs TPOT over batch",
@@ -82,7 +82,7 @@ CHARTS: tuple[Chart, ...] = (
           lambda: plot.tpot_batch_chart(_paired("tpot-batch", PAIRS_70B, prompt_len=[2048], output_len=[256],
                                                 **FP8_70B)),
           lambda: "FP8 weights and KV (73 GB of weights): two H100s each read half of them (2 x 3.35 TB/s) and "
-                  "decode at 12.9 ms per token at B=1, one H200 (4.8 TB/s) at 17.2 ms.\nThe gap holds as the "
+                  "decode at 19.7 ms per token at B=1, one H200 (4.8 TB/s) at 24.2 ms.\nThe gap holds as the "
                   "batch grows; crosses: weights + KV + the prefill's activations (B x 2048 tokens) no longer fit.",
           "roofline plot tpot-batch -m llama-3.1-70b --hardware h100-sxm,h200 --tp 1,2 --weight-dtype fp8 "
           "--kv-dtype fp8 --prompt-len 2048 --output-len 256 --out tpot_batch.png   # all four pairs"),
@@ -102,9 +102,9 @@ CHARTS: tuple[Chart, ...] = (
     Chart("deepseek-v3_decode_roofline", "DeepSeek-V3 decode roofline on H200, TP 8",
           lambda: plot.make_chart("roofline", "deepseek-v3", "h200", batch=[64], context=[4096], tp=[8],
                                   weight_dtype="fp8", phases=("decode",)),
-          lambda: "64 sequences decoding at context 4096, FP8 weights: the routed experts take 61% of the step at "
-                  "~4.5 FLOP/B (64 tokens x 8 of 256 experts: 2 tokens per expert), the all-reduces 20%.\n"
-                  "The absorbed latent attention (16%) runs at ~30 FLOP/B, twice Llama-3.1-405B's GQA decode at "
+          lambda: "64 sequences decoding at context 4096, FP8 weights: the routed experts take 52% of the step at "
+                  "~4.5 FLOP/B (64 tokens x 8 of 256 experts: 2 tokens per expert), the all-reduces 7%.\n"
+                  "The absorbed latent attention (14%) runs at ~30 FLOP/B, twice Llama-3.1-405B's GQA decode at "
                   "TP 8 (16): MLA trades cache bytes for FLOPs.",
           "roofline plot roofline -m deepseek-v3 --hardware h200 --tp 8 --batch 64 --context 4096 "
           "--weight-dtype fp8 --phase decode --out ds_decode.png"),
@@ -112,8 +112,8 @@ CHARTS: tuple[Chart, ...] = (
           lambda: plot.make_chart("tp", "llama-3.1-70b", "h100-sxm", batch=[1, 64], prompt_len=[1024],
                                   output_len=[256], tp=[1, 2, 4, 8]),
           lambda: "bf16 weights (141 GB: TP 1 does not fit) split over 1 to 8 H100s; dashed lines are ideal "
-                  "1/TP scaling from TP 1.\nTP 2 gives 1.9x, TP 4 3.2x, TP 8 only 3.7x: each GPU reads 1/TP of "
-                  "the weights, but 161 all-reduces per step, each 2(TP-1) link hops, do not shrink.",
+                  "1/TP scaling from TP 1.\nAt B=1, TP 2 gives 1.9x, TP 4 3.3x, TP 8 5.3x: each GPU reads 1/TP of "
+                  "the weights, but per-kernel fixed times and 161 one-shot all-reduces per step do not shrink.",
           "roofline plot tp -m llama-3.1-70b --hardware h100-sxm --tp 1,2,4,8 --batch 1,64 --prompt-len 1024 "
           "--output-len 256 --out tpot_vs_tp.png"),
 )

@@ -61,9 +61,16 @@ def changes(plan: Plan) -> list[str]:
     hw = r.hw
     bt = c.sim.bound_time_s
     total = max(sum(bt.values()), 1e-30)
-    cal = "calibrated" if hw.calibration is not None else "not calibrated (data-sheet peaks x assumed efficiencies)"
-    out.append(f"**Efficiencies.** The {hw.name} profile is {cal}: compute {hw.efficiency.compute:g}, memory "
-               f"{hw.efficiency.memory:g}. {bt['memory'] / total:.0%} of step time is memory-bound and "
+    if hw.calibration is not None:
+        cal = f"calibrated: compute {hw.efficiency.compute:g}, memory {hw.efficiency.memory:g}"
+    elif hw.efficiency.kernels is not None:
+        cal = ("not calibrated; its kernels are timed by curves fitted to public per-kernel measurements "
+               "(reports/kernels)")
+    else:
+        cal = (f"not calibrated (data-sheet peaks x assumed efficiencies): compute {hw.efficiency.compute:g}, "
+               f"memory {hw.efficiency.memory:g}")
+    out.append(f"**Efficiencies.** The {hw.name} profile is {cal}. {bt['memory'] / total:.0%} of step time is "
+               f"memory-bound and "
                f"{bt['compute'] / total:.0%} compute-bound, so a 10% lower memory efficiency stretches about "
                f"{bt['memory'] / total:.0%} of the time by 10%. `roofline calibrate` on the device narrows this.")
     out.append(f"**Chunked prefill.** Decoding requests share steps with prefill chunks of up to "

@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+import pandas as pd  # noqa: TID253 (a research script run in its own venv, not calc)
 import yaml
 from scipy.optimize import least_squares
 
