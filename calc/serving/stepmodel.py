@@ -78,7 +78,11 @@ class StepModel:
     step overhead. Fitted by least squares on random ragged steps evaluated with
     calc.cost.latency's own operators; ``max_fit_error`` is the worst relative error on
     those steps (about 1e-12: the terms are exactly affine). MLA models run attention
-    differently in prefill and decode, so there is one set per phase.
+    differently in prefill and decode, so there is one set per phase. Where the profile has
+    fitted collectives, each all-reduce keeps one algorithm, the fastest at the median sampled
+    step (calc.cost.parallel picks per message otherwise): at TP >= 4 small decode-only steps
+    then pay the ring's or two-shot's fixed time where the engine would run one-shot, a few
+    us per all-reduce, rather than pricing prefill chunks' MB-sized messages one-shot.
     """
 
     model: ModelSpec

@@ -153,3 +153,31 @@ def test_prefill_attention_ramps_with_prompt_length(setup):
     flops = 4 * 32 * 128 * pairs + 5 * 32 * pairs  # QK^T and PV; softmax counted as "other"
     assert t.compute_s == pytest.approx(flops / (989.4e12 * p.compute * T / (T + p.tokens_half)))
     assert t.compute_bound
+
+
+def test_engines_with_their_own_kernels_keep_the_efficiency_model(setup):
+    m, hw, dt, _ = setup
+    eff = Efficiency.of(hw.with_engine("llama.cpp"))
+    assert eff.curves is None  # llama.cpp's GGUF kernels are not the measured cuBLAS/FlashAttention ones
+    preset = load_engine("llama.cpp")
+    t = _op(decode_cost(m, hw, np.float64(1), np.float64(512), dt, eff), "o_proj")
+    moved = 4096 * 4096 * 2 + 2 * 4096 * 2 + preset.memory_half_mb * 1e6
+    assert t.memory_s == pytest.approx(moved / (3.35e12 * hw.efficiency.memory * preset.memory_scale))
+    assert t.overhead_s == pytest.approx(preset.kernel_overhead_us * 1e-6)
+
+
+def test_eager_launches_add_the_measured_launch_cost_per_kernel(setup):
+    m, hw, dt, _ = setup
+    eff = Efficiency.of(hw.with_engine("hf"))
+    g = hw.efficiency.kernels.gemm["bf16"]
+    s = hw.efficiency.kernels.stream
+    ops = decode_cost(m, hw, np.float64(1), np.float64(512), dt, eff).ops
+    # a GEMM: its measured fixed time plus one eager launch (8.8 us, aiconfigurator's eager - graph)
+    assert _op_from(ops, "o_proj").overhead_s == pytest.approx((g.fixed_us + 8.8) * 1e-6)
+    # an eager RMSNorm is 8 kernels: 8 x (stream fixed time + launch)
+    assert _op_from(ops, "norms").overhead_s == pytest.approx(8 * (s.fixed_us + 8.8) * 1e-6)
+
+
+def _op_from(ops, name):
+    [t] = [t for t in ops if t.op.name == name]
+    return t
