@@ -58,7 +58,8 @@ def test_full_table_loso_folds_and_bounds():
         for name, preset in fold.items():
             for f, p in r.spec.fitted.items():
                 if not preset.ideal and r.spec.applies(f, name):
-                    assert p.bounds[0] <= getattr(preset, f) <= p.bounds[1], (name, f)
+                    lo, hi = p.bounds  # a fit at a bound may land a rounding error past it
+                    assert lo - 1e-9 * max(abs(lo), 1) <= getattr(preset, f) <= hi + 1e-9 * max(abs(hi), 1), (name, f)
     cur = stats([x.error("current") for x in r.results])
     print(f"LOSO median {cur['median']:.1%} p90 {cur['p90']:.1%} over {cur['n']} rows")
     assert cur["n"] >= 0.95 * len(r.results)
