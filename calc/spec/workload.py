@@ -26,95 +26,21 @@ must fit the model's maximum context.
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from calc.core.errors import SpecError
 from calc.spec.catalog import build, load_hardware, load_model, read_yaml
 from calc.spec.hardware import HardwareSpec
+from calc.spec.lengths import Length, _Spec, read_trace
 from calc.spec.model import ModelSpec
 
-
-class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-# --------------------------------------------------------------------------- lengths
-
-
-class _Length(_Spec):
-    min: int = Field(default=1, ge=1)
-    max: int | None = Field(default=None, ge=1)
-
-    @model_validator(mode="after")
-    def _bounds(self):
-        if self.max is not None and self.max < self.min:
-            raise ValueError(f"max ({self.max}) is below min ({self.min})")
-        return self
-
-    def _draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        raise NotImplementedError
-
-    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        """n whole lengths, rounded and clipped to [min, max]."""
-        x = np.rint(self._draw(rng, n))
-        return np.clip(x, self.min, self.max if self.max is not None else np.inf).astype(np.int64)
-
-
-class Fixed(_Length):
-    dist: Literal["fixed"]
-    value: int = Field(ge=1)
-
-    def _draw(self, rng, n):
-        return np.full(n, float(self.value))
-
-
-class Uniform(_Length):
-    """Whole numbers uniform on [low, high], both included."""
-
-    dist: Literal["uniform"]
-    low: int = Field(ge=1)
-    high: int = Field(ge=1)
-
-    @model_validator(mode="after")
-    def _order(self):
-        if self.high < self.low:
-            raise ValueError(f"high ({self.high}) is below low ({self.low})")
-        return self
-
-    def _draw(self, rng, n):
-        return rng.integers(self.low, self.high + 1, n).astype(float)
-
-
-class Normal(_Length):
-    dist: Literal["normal"]
-    mean: float = Field(gt=0)
-    std: float = Field(ge=0)
-
-    def _draw(self, rng, n):
-        return rng.normal(self.mean, self.std, n)
-
-
-class LogNormal(_Length):
-    """exp(N(ln median, sigma^2)): median ``median``, mean median * exp(sigma^2 / 2)."""
-
-    dist: Literal["lognormal"]
-    median: float = Field(gt=0)
-    sigma: float = Field(ge=0)
-
-    def _draw(self, rng, n):
-        return rng.lognormal(np.log(self.median), self.sigma, n)
-
-
-Length = Annotated[Fixed | Uniform | Normal | LogNormal, Field(discriminator="dist")]
-
-
-# --------------------------------------------------------------------------- the rest
+__all__ = ["SLO", "Arrival", "Disaggregation", "DtypeChoice", "Length", "LoadedWorkload", "Pool", "PrefixCache",
+           "Serving", "Target", "Workload", "load_workload", "read_trace", "resolve", "sample_lengths"]
 
 
 class Arrival(_Spec):
@@ -311,40 +237,6 @@ class LoadedWorkload:
         return hw.price.usd_per_hour if hw.price is not None else None
 
 
-def read_trace(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """A CSV with a header naming ``prompt_len`` and ``output_len`` (other columns ignored);
-    each row one request. Errors name the file and the line."""
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(path, None, f"cannot read trace ({exc.__class__.__name__})") from None
-    rows = csv.reader(text.splitlines())
-    header = next(rows, None)
-    if header is None:
-        raise SpecError(path, None, "empty trace: expected a header prompt_len,output_len and rows")
-    names = [h.strip() for h in header]
-    missing = [c for c in ("prompt_len", "output_len") if c not in names]
-    if missing:
-        raise SpecError(path, "line 1", f"header lacks {', '.join(missing)} (got {', '.join(names) or 'nothing'})")
-    ip, io = names.index("prompt_len"), names.index("output_len")
-    T, G = [], []
-    for line, row in enumerate(rows, start=2):
-        if not row or all(not c.strip() for c in row):
-            continue
-        if len(row) <= max(ip, io):
-            raise SpecError(path, f"line {line}", f"expected {len(names)} columns, got {len(row)}")
-        for col, out in ((ip, T), (io, G)):
-            cell = row[col].strip()
-            try:
-                value = float(cell)
-            except ValueError:
-                raise SpecError(path, f"line {line}", f"{names[col]} {cell!r} is not a number") from None
-            if not np.isfinite(value) or value != round(value) or value < 1:
-                raise SpecError(path, f"line {line}", f"{names[col]} must be a whole number >= 1, got {cell}")
-            out.append(int(value))
-    if not T:
-        raise SpecError(path, None, "the trace has a header but no rows")
-    return np.asarray(T, np.int64), np.asarray(G, np.int64)
 
 
 def _resolve_ref(ref: str, base: Path | None) -> str:
