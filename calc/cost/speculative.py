@@ -158,13 +158,41 @@ def _draft_parallel(draft: ModelSpec, par: Parallel) -> Parallel:
         return Parallel()
 
 
-def speculative(est: Estimate, cfg: SpecConfig) -> SpecEstimate:
-    """Speculative TPOT, TTFT, throughput and memory for the scenarios of ``est``."""
-    target, hw, dt = est.model, est.hardware, est.dtypes
+@dataclass(frozen=True)
+class Draft:
+    """The draft as the formulas run it: a model (draft heads as a small dense decoder), its
+    dtypes (the target's names), its split, and the weights it adds per GPU."""
+
+    model: ModelSpec
+    dtypes: Dtypes
+    parallel: Parallel
+    weight_bytes: float  # per GPU (draft heads: less the target's embedding and lm_head they share)
+
+    def kv_bytes_per_token(self) -> float:
+        """Draft KV per cached position, per GPU."""
+        return float(self.model.kv_bytes_per_token(self.dtypes.kv) * kv_share_per_gpu(self.model, self.parallel))
+
+
+def draft_of(target: ModelSpec, cfg: SpecConfig, dt: Dtypes, par: Parallel) -> Draft:
+    """Resolve and check the draft of ``cfg`` beside a target run at ``dt`` and ``par``."""
     check_spec(target, cfg)
     draft = cfg.draft if cfg.draft is not None else head_model(target, cfg.heads)
     ddt = Dtypes.resolve(draft, dt.weight, dt.kv, dt.compute, dt.group_size)
-    dpar = _draft_parallel(draft, est.parallel)
+    dpar = _draft_parallel(draft, par)
+    if cfg.heads is not None:  # embedding and lm_head are the target's
+        b = draft.param_breakdown()
+        shared = (b["embedding"] + b["lm_head"]) * DTYPE_BYTES[ddt.unquantized(draft)]
+        dweights = (draft.weight_bytes(ddt.weight, ddt.group_size) - shared) / dpar.tp
+    else:
+        dweights = sharded_weight_bytes(draft, ddt.weight_bytes_per_param(), DTYPE_BYTES[ddt.unquantized(draft)], dpar)
+    return Draft(draft, ddt, dpar, float(dweights))
+
+
+def speculative(est: Estimate, cfg: SpecConfig) -> SpecEstimate:
+    """Speculative TPOT, TTFT, throughput and memory for the scenarios of ``est``."""
+    target, hw, dt = est.model, est.hardware, est.dtypes
+    dr = draft_of(target, cfg, dt, est.parallel)
+    draft, ddt, dpar = dr.model, dr.dtypes, dr.parallel
     eff = Efficiency.of(hw, est.ideal)
     B, T, G, k = est.batch, est.prompt_len, est.output_len, cfg.k
     s, w = tpot_nodes(T, G - 1)
@@ -173,12 +201,7 @@ def speculative(est: Estimate, cfg: SpecConfig) -> SpecEstimate:
     steps = np.maximum(G - 1, 1)
     step_mean = (w * (draft_nodes + verify_nodes)).sum(axis=0) / steps
     draft_prefill, _ = prefill_cost(draft, hw, B, T, ddt, eff, est.attention, par=dpar)
-    if cfg.heads is not None:  # embedding and lm_head are the target's
-        b = draft.param_breakdown()
-        shared = (b["embedding"] + b["lm_head"]) * DTYPE_BYTES[ddt.unquantized(draft)]
-        dweights = (draft.weight_bytes(ddt.weight, ddt.group_size) - shared) / dpar.tp
-    else:
-        dweights = sharded_weight_bytes(draft, ddt.weight_bytes_per_param(), DTYPE_BYTES[ddt.unquantized(draft)], dpar)
+    dweights = dr.weight_bytes
     dkv = draft.kv_cache_bytes(T + G - 1 + k, B, ddt.kv) * kv_share_per_gpu(draft, dpar)
     return SpecEstimate(
         config=cfg, draft_name=draft.name, draft_tp=dpar.tp,

@@ -19,8 +19,10 @@ from calc.cost.efficiency import Efficiency
 from calc.cost.opcost import attention_pairs, positions_attended
 from calc.cost.operators import experts_touched
 from calc.cost.parallel import Parallel, check, link
+from calc.cost.speculative import Draft, SpecConfig, draft_of, expected_tokens
 from calc.serving.kvbudget import KVBudget, kv_budget
 from calc.serving.prefix import CachedPrefix
+from calc.serving.specstep import SpecSteps
 from calc.serving.stepmodel import (
     EXPERTS,
     SEQUENCES,
@@ -50,10 +52,29 @@ class Replica:
     dt: Dtypes
     serving: Serving
     attention: str = "fused"
+    spec: SpecConfig | None = None  # speculative decoding, when the replica runs it
 
     @property
     def par(self) -> Parallel:
         return Parallel(tp=self.tp)
+
+    @cached_property
+    def draft(self) -> Draft | None:
+        return None if self.spec is None else draft_of(self.model, self.spec, self.dt, self.par)
+
+    @cached_property
+    def spec_steps(self) -> SpecSteps | None:
+        """The speculative step times (target verification + draft steps), when speculating."""
+        d = self.draft
+        if d is None:
+            return None
+        draft_sm = step_model(d.model, self.hw, d.dtypes, self.eff, self.attention, d.parallel)
+        return SpecSteps(self.steps, draft_sm, self.spec.k, float(expected_tokens(self.spec.acceptance, self.spec.k)))
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Tokens a decoding sequence emits per step: 1, or the expected accepted tokens."""
+        return 1.0 if self.spec_steps is None else self.spec_steps.tokens_per_step
 
     @cached_property
     def eff(self) -> Efficiency:
@@ -61,7 +82,7 @@ class Replica:
 
     @cached_property
     def kv(self) -> KVBudget:
-        return kv_budget(self.model, self.hw, self.dt, self.par, self.serving, self.attention)
+        return kv_budget(self.model, self.hw, self.dt, self.par, self.serving, self.attention, self.draft)
 
     @cached_property
     def steps(self) -> StepModel:
@@ -69,13 +90,13 @@ class Replica:
 
     @property
     def label(self) -> str:
-        return f"{self.hw.name} TP{self.tp} mb{self.max_batch}"
+        return f"{self.hw.name} TP{self.tp} mb{self.max_batch}" + (" spec" if self.spec else "")
 
     def with_max_batch(self, max_batch: int) -> Replica:
         """The same replica with another max batch, sharing the KV budget and step model
         (neither depends on it)."""
         other = replace(self, max_batch=max_batch)
-        for key in ("eff", "kv", "steps"):
+        for key in ("eff", "kv", "steps", "draft", "spec_steps"):
             if key in self.__dict__:
                 other.__dict__[key] = self.__dict__[key]  # functools.cached_property's slot
         return other
@@ -128,11 +149,12 @@ class SteadyState:
     output_tokens_per_s: float
     decode_bound: str
     mixed_bound: str
+    tokens_per_step: float = 1.0  # per decoding request (speculative decoding: the expected accepted tokens)
 
     @property
     def tpot_s(self) -> float:
-        """Mean time between a decoding request's tokens: the mean step time."""
-        return self.step_s
+        """Mean time between a decoding request's tokens: the mean step time over the tokens per step."""
+        return self.step_s / self.tokens_per_step
 
 
 @dataclass(frozen=True)
@@ -149,9 +171,11 @@ class _Means:
 
 
 def _means(rep: Replica, T, G, chunk: float, prefix: CachedPrefix | None = None) -> _Means:
+    """Means over the requests; D counts decode steps (G - 1 tokens over the tokens per step)."""
     T = np.asarray(T, np.int64)
     G = np.asarray(G, np.int64)
     D = G - 1
+    E = rep.tokens_per_step
     bs = rep.kv.block_size
     c = np.zeros_like(T) if prefix is None else prefix.cached
     sp = 0 if prefix is None else prefix.shared_pages
@@ -162,6 +186,9 @@ def _means(rep: Replica, T, G, chunk: float, prefix: CachedPrefix | None = None)
     read = kp * c + n * (kp + 1) / 2.0
     dctx = (D * T + D * (D + 1) / 2.0).sum() / max(D.sum(), 1)
     held = kp * (np.ceil(T / bs) - sp) + _page_sum(T + D, bs) - _page_sum(T, bs) - D * sp
+    if E != 1.0:  # a step emits E tokens: D / E decode steps, each holding the pages E tokens apart
+        held = kp * (np.ceil(T / bs) - sp) + (held - kp * (np.ceil(T / bs) - sp)) / E
+        D = D / E
     return _Means(n.mean(), c.mean(), D.mean(), G.mean(), kp.mean(), pairs.mean(), read.mean(), dctx, held.mean())
 
 
@@ -204,12 +231,20 @@ def steady_state(rep: Replica, T, G, batch_cap: float | None = None, prefix: Cac
         f = 1.0
     nd = r * mm.D
     dec = step_features(model, [1.0], [mm.decode_ctx - 1], [max(N, 1.0)])
-    t_d = float(sm.time_of(dec, "decode"))
     # a step with a prefill chunk: nd (or N - 1) decodes plus the chunk(s) of r k_p (or 1) requests
     n_pf = r * mm.kp if f >= 1 else 1.0
     d_in_mixed = nd if f >= 1 else max(N - 1, 0.0)
     mix = _mixed_features(model, d_in_mixed, n_pf, mm)
-    t_m = float(sm.time_of(mix, "prefill"))
+    ss = rep.spec_steps
+    if ss is None:
+        t_d = float(sm.time_of(dec, "decode"))
+        t_m = float(sm.time_of(mix, "prefill"))
+    else:
+        dm = ss.draft.model
+        t_d = float(ss.decode_s(dec, step_features(dm, [1.0], [mm.decode_ctx - 1], [max(N, 1.0)])))
+        x_dec = step_features(model, [1.0], [mm.decode_ctx - 1], [d_in_mixed])
+        xd_dec = step_features(dm, [1.0], [mm.decode_ctx - 1], [d_in_mixed]) if d_in_mixed > 0 else None
+        t_m = ss.mixed_s(mix, x_dec, _mixed_features(dm, d_in_mixed, n_pf, mm), xd_dec)
     step = f * t_m + (1 - f) * t_d
     return SteadyState(
         pages=kv.pages, kv_sequences_longest=kv.max_sequences(int(np.max(np.asarray(T) + np.asarray(G) - 1))),
@@ -217,6 +252,7 @@ def steady_state(rep: Replica, T, G, batch_cap: float | None = None, prefix: Cac
         limited_by=limited, requests_per_step=r, prefill_share=f, decode_step_s=t_d, mixed_step_s=t_m,
         step_s=step, requests_per_s=r / step, output_tokens_per_s=r * mm.G / step,
         decode_bound=str(sm.bound_of(dec, "decode")), mixed_bound=str(sm.bound_of(mix, "prefill")),
+        tokens_per_step=rep.tokens_per_step,
     )
 
 

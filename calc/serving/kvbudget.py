@@ -21,6 +21,7 @@ from calc.cost.memory import activation_peak_bytes, kv_share_per_gpu
 from calc.cost.opcost import Pass
 from calc.cost.operators import pass_ops
 from calc.cost.parallel import Parallel, sharded_weight_bytes
+from calc.cost.speculative import Draft
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
 from calc.spec.workload import Serving
@@ -68,11 +69,16 @@ class KVBudget:
 
 
 def kv_budget(model: ModelSpec, hw: HardwareSpec, dt: Dtypes, par: Parallel, serving: Serving,
-              attention: str = "fused") -> KVBudget:
+              attention: str = "fused", draft: Draft | None = None) -> KVBudget:
+    """``draft`` (speculative decoding): its weights join the target's, and its KV per position
+    the target's (a page holds both models' KV for its positions)."""
     weights = sharded_weight_bytes(model, dt.weight_bytes_per_param(), DTYPE_BYTES[dt.unquantized(model)], par)
     n = float(serving.max_batched_tokens)
     ops = pass_ops(model, Pass(np.float64(1.0), np.float64(n), np.float64(0.0), "prefill"), dt, attention, par)
     workspace = float(activation_peak_bytes(model, 1.0, n, ops, dt))
     per_token = model.kv_bytes_per_token(dt.kv) * kv_share_per_gpu(model, par)
+    if draft is not None:
+        weights += draft.weight_bytes
+        per_token += draft.kv_bytes_per_token()
     return KVBudget(hw.memory_bytes, serving.gpu_memory_utilization, weights, workspace, per_token,
                     serving.block_size)

@@ -26,21 +26,21 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from calc.core import text as render
 from calc.core.progress import Progress, silent
 from calc.core.units import GB
 from calc.cost.dtypes import Dtypes
 from calc.serving.capacity import Replica, SteadyState, at_load, steady_state, validate_split
 from calc.serving.disagg import DisaggTrial
 from calc.serving.disagg_search import best_disagg, search_disagg
-from calc.serving.prefix import CachedPrefix, cached_prefix
+from calc.serving.floors import floor_reason, floors
+from calc.serving.prefix import cached_prefix
 from calc.serving.prefixeffect import PrefixEffect, prefix_effect
 from calc.serving.simulate import arrival_gaps, simulate
-from calc.serving.stepmodel import step_features
+from calc.serving.speceffect import SpecEffect, spec_effect, spec_note, speculative_config
 from calc.serving.trial import GUESS_UTIL, RUNNERS_UP, Trial, cost_key
 from calc.serving.whatif import WhatIf, what_if
 from calc.spec.hardware import HardwareSpec
-from calc.spec.workload import LoadedWorkload, Target
+from calc.spec.workload import LoadedWorkload
 
 
 @dataclass
@@ -80,6 +80,7 @@ class Plan:
     prefix_effect: PrefixEffect | None = None  # the chosen configuration without prefix caching, when declared
     disagg: tuple[DisaggTrial, ...] = ()  # disaggregated trials simulated (when the workload asks)
     what_if: WhatIf | None = None  # the shown trial's representative steps and FP8 alternatives
+    spec_effect: SpecEffect | None = None  # with vs without speculative decoding (when declared)
 
     @property
     def best_disagg(self) -> DisaggTrial | None:
@@ -137,41 +138,6 @@ def _n(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-# --------------------------------------------------------------------------- floors
-
-
-def _floors(rep: Replica, T: np.ndarray, G: np.ndarray, prefix: CachedPrefix | None = None) -> dict[str, np.ndarray]:
-    """Per request, the latency it gets alone on an idle replica: TTFT = its prefill (of the
-    uncached tokens) in chunks of the token budget; TPOT = a decode step at batch 1 at its mean context."""
-    sm = rep.steps
-    budget = rep.serving.max_batched_tokens
-    c = np.zeros_like(T) if prefix is None else prefix.cached
-    kp = np.ceil((T - c) / budget).astype(np.int64)
-    owner = np.repeat(np.arange(T.size), kp)
-    start = np.concatenate([[0], np.cumsum(kp)[:-1]])
-    i = np.arange(owner.size) - start[owner]
-    past = (c[owner] + i * budget).astype(float)
-    new = np.minimum(T[owner] - past, budget).astype(float)
-    x = step_features(rep.model, new[:, None], past[:, None])
-    ttft = np.bincount(owner, weights=sm.time_of(x, "prefill"), minlength=T.size)
-    ctx = T + (G - 1) / 2.0
-    tpot = sm.time_of(step_features(rep.model, np.ones((T.size, 1)), (ctx - 1)[:, None]), "decode")
-    return {"ttft": ttft, "tpot": np.where(G > 1, tpot, np.nan)}
-
-
-def _floor_reason(floors, targets) -> tuple[str, str] | None:
-    for key, target in targets.items():
-        t = Target.of(key, target)
-        if t.metric not in floors:
-            continue
-        v = floors[t.metric][~np.isnan(floors[t.metric])]
-        if v.size and np.percentile(v, t.percentile) > target:
-            what = "its prefill" if t.metric == "ttft" else "a decode step at batch 1"
-            return t.metric, (f"{t.label} floor: alone on an idle replica, {what} takes "
-                              f"{render.seconds(float(np.percentile(v, t.percentile)))} (p{t.percentile}) > {render.seconds(target)}")
-    return None
-
-
 # --------------------------------------------------------------------------- search
 
 
@@ -187,7 +153,8 @@ class _Search:
         self.dt = dt
         self.prefix = cached_prefix(spec.prefix_cache, self.T, spec.serving.block_size)
         self.sims = 0
-        self.done: dict[tuple, list[Trial]] = {}  # (hardware, TP, chunk, replicas) -> simulated trials
+        self.done: dict[tuple, list[Trial]] = {}  # (hardware, TP, chunk, speculating, replicas) -> trials
+        self.spec = speculative_config(wl, dt)
 
     def trial(self, opt: Option, rep: Replica, sat: SteadyState, R: int) -> Trial:
         for t in opt.trials:
@@ -195,7 +162,7 @@ class _Search:
                 return t
         a = self.arrival
         budget = max(rep.serving.max_batched_tokens, rep.max_batch)
-        for t in self.done.get((rep.hw.name, rep.tp, rep.serving.max_batched_tokens, R), []):
+        for t in self.done.get(_key(rep, R), []):
             # a run whose batch never reached its cap is the same run under any larger cap
             same_budget = max(t.replica.serving.max_batched_tokens, t.replica.max_batch) == budget
             if same_budget and t.same_as is None and t.sim.timeline["running"].max() < min(rep.max_batch,
@@ -217,7 +184,7 @@ class _Search:
         self.sims += 1
         t = Trial(rep, R, opt.price_per_gpu_hour, sim, sat, load, util, self.targets, note=opt.note)
         opt.trials.append(t)
-        self.done.setdefault((rep.hw.name, rep.tp, rep.serving.max_batched_tokens, R), []).append(t)
+        self.done.setdefault(_key(rep, R), []).append(t)
         return t
 
     def fewest_replicas(self, opt: Option, rep: Replica, sat: SteadyState, lo: int, hi: int) -> None:
@@ -238,6 +205,10 @@ class _Search:
                 ok = mid
             else:
                 fail = mid
+
+
+def _key(rep: Replica, R: int) -> tuple:
+    return rep.hw.name, rep.tp, rep.serving.max_batched_tokens, rep.spec is not None, R
 
 
 def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float | None = None,
@@ -268,12 +239,12 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
                 opt.reason, opt.kind = f"cannot split: {why}", "split"
                 options.append(opt)
                 continue
-            for chunk in chunks:
+            for chunk, sp in ((c, v) for c in chunks for v in ([None, search.spec] if search.spec else [None])):
                 serving = spec.serving if chunk == spec.serving.max_batched_tokens else \
                     spec.serving.model_copy(update={"max_batched_tokens": chunk})
-                note = f", chunk {chunk:,}" if len(chunks) > 1 else ""
+                note = (f", chunk {chunk:,}" if len(chunks) > 1 else "") + (", speculative" if sp else "")
                 opt = Option(hw, tp, None, price, note=note)
-                base = Replica(model, hw, tp, max(spec.max_batch), dt, serving)
+                base = Replica(model, hw, tp, max(spec.max_batch), dt, serving, spec=sp)
                 kv = base.kv
                 if not kv.fits:
                     short = -kv.kv_bytes
@@ -291,7 +262,7 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
                     opt.kind = "kv"
                     options.append(opt)
                     continue
-                floor = _floor_reason(_floors(base, T, G, search.prefix), search.targets)
+                floor = floor_reason(floors(base, T, G, search.prefix), search.targets)
                 if floor:
                     opt.kind, opt.reason = floor
                     options.append(opt)
@@ -355,4 +326,18 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
     shown = result.chosen or result.closest
     if shown is not None:
         result = replace(result, what_if=what_if(shown, dt), wall_s=time.perf_counter() - t0)
+    if search.spec is not None:
+        result = replace(result, spec_effect=_spec_effect(wl, result), wall_s=time.perf_counter() - t0)
     return result
+
+
+def _spec_effect(wl: LoadedWorkload, result: Plan) -> SpecEffect | None:
+    """Best with and without speculation, and the batch rows for the speculating replica nearest the answer."""
+    ranked = result.ranked
+    with_ = next((t for t in ranked if t.replica.spec is not None), None)
+    without = next((t for t in ranked if t.replica.spec is None), None)
+    ref = with_ or next((o for o in result.options if o.trials and o.trials[0].replica.spec is not None), None)
+    rep = ref.replica if with_ is not None else (ref.trials[0].replica if ref is not None else None)
+    if rep is None:
+        return None
+    return spec_effect(spec_note(wl), rep, result.prompt_len, result.output_len, with_, without)

@@ -152,9 +152,7 @@ class Scheduler:
         r_kv, r_done, r_target = self.r_kv, self.r_done, self.r_target
         all_dec = self.n_prefill == 0
         dec = None if all_dec else r_done[:N] >= r_target[:N]
-        need = r_kv[:N] % bs == 0
-        if not all_dec:
-            need &= dec
+        need = self._page_need(r_kv[:N], dec)
         n_need = int(_sum(need))
         preempted = []
         while n_need > self.free and self.N:
@@ -201,26 +199,11 @@ class Scheduler:
         self.N = M
         if n_dec == 0 and not chunk:
             return
-        if self.global_only:
-            x = self._features_global(n_dec, kv_sum, chunk, past)
-        else:
-            x = self._features(r_kv[:N] if dec is None else r_kv[:N][dec], chunk, past)
-        phase = "prefill" if chunk else "decode"
-        dt = float(self._times(x, phase))
-        self._tally(dt, x, phase)
+        dt = self._step_s(N, n_dec, kv_sum, dec, chunk, past)
         self.clock += dt
         self.steps += 1
-        if n_dec:  # decode tokens (a bool mask adds 1 where it is set)
-            if dec is None:
-                r_kv[:N] += 1
-                self.r_rem[:N] -= 1
-            else:
-                r_kv[:N] += dec
-                self.r_rem[:N] -= dec
-            if n_need:
-                self.r_pages[:N] += need
-                self.free -= n_need
-            self.out_tokens += n_dec
+        if n_dec:
+            self._advance(N, n_dec, dec, need, n_need)
         for p, c in zip(pos, chunk, strict=True):  # prefill chunks; a completed prefill samples a token
             done = int(r_done[p]) + c
             r_done[p] = done
@@ -233,6 +216,38 @@ class Scheduler:
                 if self.first[i] != self.first[i]:  # nan: the first token (not a recompute)
                     self.first[i] = self.clock
         self.finish_done()
+
+    def _page_need(self, kv, dec):
+        """Per running request: pages its decode token(s) this step take (a bool mask when 0 or 1)."""
+        need = kv % self.bs == 0
+        if dec is not None:
+            need &= dec
+        return need
+
+    def _step_s(self, N: int, n_dec: int, kv_sum: int, dec, chunk, past) -> float:
+        """The step's time (and its tally by bound)."""
+        if self.global_only:
+            x = self._features_global(n_dec, kv_sum, chunk, past)
+        else:
+            x = self._features(self.r_kv[:N] if dec is None else self.r_kv[:N][dec], chunk, past)
+        phase = "prefill" if chunk else "decode"
+        dt = float(self._times(x, phase))
+        self._tally(dt, x, phase)
+        return dt
+
+    def _advance(self, N: int, n_dec: int, dec, need, n_need: int) -> None:
+        """The decoding requests' tokens (a bool mask adds 1 where it is set) and new pages."""
+        r_kv = self.r_kv
+        if dec is None:
+            r_kv[:N] += 1
+            self.r_rem[:N] -= 1
+        else:
+            r_kv[:N] += dec
+            self.r_rem[:N] -= dec
+        if n_need:
+            self.r_pages[:N] += need
+            self.free -= n_need
+        self.out_tokens += n_dec
 
     def _features_global(self, n_dec: int, kv_sum: int, chunk, past) -> np.ndarray:
         """step_features for a model with only global attention, from running sums."""

@@ -32,6 +32,7 @@ from calc.serving.capacity import Replica
 from calc.serving.prefix import CachedPrefix
 from calc.serving.scheduler import Scheduler
 from calc.serving.simresult import SimResult
+from calc.serving.specsched import SpecScheduler
 
 __all__ = ["SimResult", "arrival_gaps", "simulate"]
 
@@ -67,7 +68,7 @@ def simulate(rep: Replica, T, G, *, rate_per_s: float | None = None, concurrency
     if rate_per_s is not None:
         g = arrival_gaps(T.size, process, cv, seed) if gaps is None else np.asarray(gaps, float)
         arrive = np.cumsum(g) / rate_per_s
-    sim = Scheduler(rep, T, G, arrive, concurrency, prefix)
+    sim = (Scheduler if rep.spec is None else SpecScheduler)(rep, T, G, arrive, concurrency, prefix)
     sim.run()
     n = T.size
     order = np.argsort(sim.arrive, kind="stable")

@@ -18,6 +18,7 @@ YAML (``roofline plan WORKLOAD.yaml``); every key is checked (``extra="forbid"``
     seed: 0
     prefix_cache: {shared_tokens: 2000, hit_rate: 0.0}   # optional: see PrefixCache
     disaggregation: {decode: {tp: [1, 2]}}              # optional: also search xP + yD (see Disaggregation)
+    speculative: {draft: llama-3.2-1b, k: 4, acceptance: 0.7}   # optional: also search it (see Speculative)
 
 Lengths are whole tokens, clipped to [min, max] (min defaults to 1). A request of
 prompt T and output G holds T + G - 1 positions at the end (DESIGN.md), which
@@ -40,7 +41,7 @@ from calc.spec.lengths import Length, _Spec, read_trace
 from calc.spec.model import ModelSpec
 
 __all__ = ["SLO", "Arrival", "Disaggregation", "DtypeChoice", "Length", "LoadedWorkload", "Pool", "PrefixCache",
-           "Serving", "Target", "Workload", "load_workload", "read_trace", "resolve", "sample_lengths"]
+           "Serving", "Speculative", "Target", "Workload", "load_workload", "read_trace", "resolve", "sample_lengths"]
 
 
 class Arrival(_Spec):
@@ -162,6 +163,30 @@ class Disaggregation(_Spec):
     prefill_max_batched_tokens: int | None = Field(default=None, ge=16)
 
 
+class DraftHeadsChoice(_Spec):
+    """EAGLE/MTP-style draft heads: decoder layers of hidden ``width`` (None: the target's)."""
+
+    layers: int = Field(ge=1)
+    width: int | None = Field(default=None, ge=1)
+
+
+class Speculative(_Spec):
+    """Speculative decoding, searched beside plain decoding: a ``draft`` model (catalog name or
+    path, sharing the target's vocabulary) or draft ``heads``; ``k`` tokens drafted per step,
+    each accepted with probability ``acceptance`` (calc.cost.speculative)."""
+
+    draft: str | None = None
+    heads: DraftHeadsChoice | None = None
+    k: int = Field(ge=1, le=16)
+    acceptance: float = Field(ge=0, lt=1)
+
+    @model_validator(mode="after")
+    def _one(self):
+        if (self.draft is None) == (self.heads is None):
+            raise ValueError("give a draft model or draft heads, one of them")
+        return self
+
+
 class Workload(_Spec):
     name: str = Field(min_length=1)
     description: str = ""
@@ -184,6 +209,7 @@ class Workload(_Spec):
     seed: int = 0
     prefix_cache: PrefixCache | None = None
     disaggregation: Disaggregation | None = None
+    speculative: Speculative | None = None
 
     @model_validator(mode="after")
     def _check(self):
@@ -224,6 +250,7 @@ class LoadedWorkload:
     prompt_len: np.ndarray  # [n] tokens
     output_len: np.ndarray  # [n] tokens
     trace_rows: int | None = None  # rows in the trace, when lengths come from one
+    draft: ModelSpec | None = None  # speculative.draft resolved
 
     @property
     def n(self) -> int:
@@ -308,4 +335,14 @@ def resolve(spec: Workload, path: Path | None = None) -> LoadedWorkload:
                         f"{pc.shared_tokens} shared tokens leave nothing of the shortest prompt "
                         f"({int(T.min())} tokens) to compute; prompt_len counts the shared prefix, so its min "
                         "must exceed shared_tokens")
-    return LoadedWorkload(spec, path, model, tuple(hardware), T, G, rows)
+    draft = None
+    sp = spec.speculative
+    if sp is not None and sp.draft is not None:
+        try:
+            draft = load_model(_resolve_ref(sp.draft, base))
+        except SpecError as exc:
+            raise SpecError(where, "speculative.draft", str(exc)) from None
+        if draft.vocab_size != model.vocab_size:
+            raise SpecError(where, "speculative.draft", f"{draft.name} has {draft.vocab_size} tokens, {model.name} "
+                                                        f"{model.vocab_size}: a draft must share the vocabulary")
+    return LoadedWorkload(spec, path, model, tuple(hardware), T, G, rows, draft)

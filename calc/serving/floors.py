@@ -1,0 +1,52 @@
+"""What one request gets alone on an idle replica: the planner's floors. A TTFT or TPOT target
+below its floor rules a configuration out without simulating it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calc.core import text as render
+from calc.serving.capacity import Replica
+from calc.serving.prefix import CachedPrefix
+from calc.serving.stepmodel import step_features
+from calc.spec.workload import Target
+
+
+def floors(rep: Replica, T: np.ndarray, G: np.ndarray, prefix: CachedPrefix | None = None) -> dict[str, np.ndarray]:
+    """Per request, the latency it gets alone on an idle replica: TTFT = its prefill (of the
+    uncached tokens) in chunks of the token budget; TPOT = a decode step at batch 1 at its mean context."""
+    sm = rep.steps
+    budget = rep.serving.max_batched_tokens
+    c = np.zeros_like(T) if prefix is None else prefix.cached
+    kp = np.ceil((T - c) / budget).astype(np.int64)
+    owner = np.repeat(np.arange(T.size), kp)
+    start = np.concatenate([[0], np.cumsum(kp)[:-1]])
+    i = np.arange(owner.size) - start[owner]
+    past = (c[owner] + i * budget).astype(float)
+    new = np.minimum(T[owner] - past, budget).astype(float)
+    x = step_features(rep.model, new[:, None], past[:, None])
+    chunk_s = sm.time_of(x, "prefill")
+    ctx = T + (G - 1) / 2.0
+    xd = step_features(rep.model, np.ones((T.size, 1)), (ctx - 1)[:, None])
+    ss = rep.spec_steps
+    if ss is None:
+        tpot = sm.time_of(xd, "decode")
+    else:  # the draft prefills the prompt too; a step emits E tokens
+        chunk_s = chunk_s + ss.draft.time_of(step_features(ss.draft.model, new[:, None], past[:, None]), "prefill")
+        tpot = ss.decode_s(xd, step_features(ss.draft.model, np.ones((T.size, 1)), (ctx - 1)[:, None])) \
+            / ss.tokens_per_step
+    ttft = np.bincount(owner, weights=chunk_s, minlength=T.size)
+    return {"ttft": ttft, "tpot": np.where(G > 1, tpot, np.nan)}
+
+
+def floor_reason(floors, targets) -> tuple[str, str] | None:
+    for key, target in targets.items():
+        t = Target.of(key, target)
+        if t.metric not in floors:
+            continue
+        v = floors[t.metric][~np.isnan(floors[t.metric])]
+        if v.size and np.percentile(v, t.percentile) > target:
+            what = "its prefill" if t.metric == "ttft" else "a decode step at batch 1"
+            return t.metric, (f"{t.label} floor: alone on an idle replica, {what} takes "
+                              f"{render.seconds(float(np.percentile(v, t.percentile)))} (p{t.percentile}) > {render.seconds(target)}")
+    return None
