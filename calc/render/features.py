@@ -115,3 +115,48 @@ def disagg_record(plan) -> dict:
             "front": [{"config": p.label, "kind": p.kind, "tokens_per_s_per_user": p.tokens_per_s_per_user,
                        "output_tokens_per_s_per_gpu": p.tokens_per_s_per_gpu, "meets_slos": p.meets}
                       for p in pareto(pts)]}
+
+
+def _best_text(t) -> str:
+    if t is None:
+        return "none meets the SLOs"
+    return (f"{t.label}: {_cost_text(t)}, TPOT p99 {render.seconds(t.stats['tpot_p99'])}, "
+            f"TTFT p99 {render.seconds(t.stats['ttft_p99'])}")
+
+
+def spec_record(e) -> dict:
+    return {
+        "what": e.what, "tokens_per_step": e.tokens_per_step, "rows_for": e.config, "max_batch": e.max_batch, "decode_context": e.context,
+        "best_with": e.best_with.label if e.best_with else None,
+        "best_without": e.best_without.label if e.best_without else None,
+        "crossover_batch": e.crossover_batch,
+        "by_batch": [{"batch": r.batch, "plain_tpot_s": r.plain_tpot_s, "speculative_tpot_s": r.spec_tpot_s,
+                      "speedup": r.speedup} for r in e.rows],
+    }
+
+
+def spec_section(d: Doc, e, targets: dict) -> None:
+    """Where speculative decoding helps under the SLOs, and where it stops helping as batch grows."""
+    d.h(2, "Speculative decoding")
+    d.p(f"Searched with and without speculative decoding ({e.what}): a step emits "
+        f"{e.tokens_per_step:.2f} tokens per request on average, (1 - a^(k+1)) / (1 - a), and costs the draft's "
+        f"k decode steps plus one target pass verifying k + 1 positions; the draft's weights and KV are in each "
+        f"GPU's memory (fewer KV pages).")
+    w, wo = e.best_with, e.best_without
+    d.ul([f"Cheapest with speculation: {_best_text(w)}.", f"Cheapest without: {_best_text(wo)}."])
+    if w is not None and (wo is None or (w.usd_per_hour or w.gpus) < (wo.usd_per_hour or wo.gpus)):
+        d.p("**Speculation helps here**: it meets the SLOs on less hardware.")
+    elif w is not None and wo is not None:
+        d.p("Speculation does not lower the cost here: plain decoding meets the SLOs on as little hardware.")
+    tpot = targets.get("tpot_p99") or targets.get("tpot_p50")
+    cross = e.crossover_batch
+    d.p(f"Pure decode steps on {e.config} at the requests' mean decode context ({e.context:,.0f} positions), "
+        f"as the batch grows (past the chosen max batch {e.max_batch} too, for the trend): "
+        + (f"speculation stops lowering TPOT at batch {cross} (the verification's k + 1 positions per sequence "
+           f"and the draft's steps outweigh the weight reads they save)." if cross else
+           "speculation lowers TPOT at every batch up to the max batch."))
+    rows = [[f"{r.batch}" + (" (max batch)" if r.batch == e.max_batch else ""), render.seconds(r.plain_tpot_s), render.seconds(r.spec_tpot_s), f"{r.speedup:.2f}x"]
+            + ([("yes" if r.spec_tpot_s <= tpot else "no") + " / " + ("yes" if r.plain_tpot_s <= tpot else "no")]
+               if tpot else []) for r in e.rows]
+    d.table(["batch", "plain TPOT", "speculative TPOT", "speedup"] + (["within TPOT target (spec / plain)"]
+                                                                     if tpot else []), rows, "rrrrl")

@@ -19,7 +19,7 @@ from calc.core.files import atomic_write
 from calc.core.units import GB
 from calc.plot.plan import kv_png, pareto_png, roofline_png
 from calc.render.doc import Doc
-from calc.render.features import disagg_record, disagg_section, prefix_section
+from calc.render.features import disagg_record, disagg_section, prefix_section, spec_record, spec_section
 from calc.render.plan_notes import _usd, assumptions, changes
 from calc.serving.plan import Plan, Trial
 from calc.spec.workload import Target
@@ -74,6 +74,7 @@ def plan_record(plan: Plan) -> dict:
         "rejected": [{"config": o.label, "kind": o.kind, "reason": o.reason} for o in plan.rejected],
         "simulations": plan.simulations, "requests_per_simulation": int(plan.requests),
         **({"disaggregated": disagg_record(plan)} if plan.disagg else {}),
+        **({"speculative": spec_record(plan.spec_effect)} if plan.spec_effect else {}),
     }
 
 
@@ -262,6 +263,8 @@ def build_report(plan: Plan) -> Doc:
               roofline_png(t, plan.what_if.steps))
     if plan.prefix_effect is not None:
         prefix_section(d, plan.prefix_effect, plan.workload.spec.slo.targets())
+    if plan.spec_effect is not None:
+        spec_section(d, plan.spec_effect, plan.workload.spec.slo.targets())
     if plan.disagg:
         from calc.plot.front import front_png
 

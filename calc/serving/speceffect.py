@@ -23,6 +23,8 @@ from calc.serving.capacity import Replica
 from calc.serving.stepmodel import step_features
 from calc.spec.workload import LoadedWorkload
 
+BATCH_POW = 10  # batch rows up to 2^10
+
 
 @dataclass(frozen=True)
 class SpecRow:
@@ -39,6 +41,7 @@ class SpecRow:
 class SpecEffect:
     what: str  # "draft llama-3.2-1b, k 4, acceptance 0.7"
     config: str  # the replica the batch rows are for
+    max_batch: int
     tokens_per_step: float
     context: float  # mean decode context the rows are at
     rows: tuple[SpecRow, ...]
@@ -64,13 +67,13 @@ def batch_rows(rep: Replica, context: float, batches) -> tuple[SpecRow, ...]:
 
 
 def spec_effect(what: str, rep: Replica, T, G, best_with, best_without) -> SpecEffect:
-    """The comparison for replica ``rep`` (speculating) at batches 1, 2, 4, ... up to its max batch."""
+    """The comparison for replica ``rep`` (speculating) at batches 1, 2, 4, ... 1,024 (past its max
+    batch too: the trend) and its max batch."""
     G = np.asarray(G, float)
     D = G - 1
     ctx = float((D * np.asarray(T, float) + D * (D + 1) / 2).sum() / max(D.sum(), 1.0))
-    batches = sorted({min(2**i, rep.max_batch) for i in range(0, int(np.log2(max(rep.max_batch, 1))) + 1)}
-                     | {rep.max_batch})
-    return SpecEffect(what, f"{rep.hw.name} TP{rep.tp}", rep.tokens_per_step, ctx, batch_rows(rep, ctx, batches),
+    batches = sorted({2**i for i in range(0, BATCH_POW + 1)} | {rep.max_batch})
+    return SpecEffect(what, f"{rep.hw.name} TP{rep.tp}", rep.max_batch, rep.tokens_per_step, ctx, batch_rows(rep, ctx, batches),
                       best_with, best_without)
 
 
