@@ -43,7 +43,9 @@ def _sample_text(x: np.ndarray) -> str:
 def trial_record(t: Trial) -> dict:
     r = t.replica
     return {
-        "config": t.label, "hardware": r.hw.name, "tp": r.tp, "max_batch": r.max_batch, "replicas": t.replicas,
+        "config": t.label, "hardware": r.hw.name, "tp": r.tp, **({"pp": r.pp} if r.pp > 1 else {}),
+        **({"ep": r.ep} if r.ep > 1 else {}), **({"nodes": r.nodes} if r.nodes > 1 else {}),
+        **({"speculative": True} if r.spec is not None else {}), "max_batch": r.max_batch, "replicas": t.replicas,
         "gpus": t.gpus, "usd_per_hour": t.usd_per_hour, "usd_per_million_output_tokens": t.usd_per_million_output_tokens,
         "meets_slos": t.meets, "failures": t.why() if not t.meets else None, "bottleneck": t.bottleneck,
         "latency_s": t.stats, "goodput_requests_per_s": t.goodput_per_s, "output_tokens_per_s": t.output_tokens_per_s,
@@ -180,6 +182,10 @@ def _workload_rows(plan: Plan) -> list[list[str]]:
         ["  sampled", _sample_text(plan.output_len)],
         ["SLOs", _slo_text(plan)],
         ["candidates", f"{', '.join(h.name for h in wl.hardware)}; TP {', '.join(map(str, sorted(set(spec.tp))))}; "
+                       + (f"PP {', '.join(map(str, sorted(set(spec.pp))))}; " if spec.pp != [1] else "")
+                       + (f"EP {', '.join(map(str, sorted(set(spec.ep))))}; " if spec.ep != [1] else "")
+                       + (f"{spec.cluster.gpus_per_node} GPUs per node; " if max(spec.tp) * max(spec.pp)
+                          > spec.cluster.gpus_per_node else "") +
                        f"max batch {', '.join(map(str, sorted(set(spec.max_batch))))}; up to {spec.max_gpus} GPUs"],
         ["engine", f"continuous batching, KV pages of {s.block_size} tokens, {s.gpu_memory_utilization:g} of device "
                    f"memory usable, chunked prefill of up to {s.max_batched_tokens:,} tokens per step, "
@@ -259,7 +265,7 @@ def build_report(plan: Plan) -> Doc:
         d.h(2, "Charts")
         d.img("pareto.png", "Cost vs TTFT p99 and TPOT p99 of every simulated configuration", pareto_png(plan))
         d.img("kv.png", "KV cache pages in use, running batch and queue over the simulation (one replica)", kv_png(t))
-        d.img("roofline.png", f"Roofline of {t.replica.hw.name} TP{t.replica.tp} with the replica's mean steps",
+        d.img("roofline.png", f"Roofline of {t.replica.hw.name} {t.replica.split} with the replica's mean steps",
               roofline_png(t, plan.what_if.steps))
     if plan.prefix_effect is not None:
         prefix_section(d, plan.prefix_effect, plan.workload.spec.slo.targets())

@@ -82,8 +82,10 @@ def changes(plan: Plan) -> list[str]:
 def assumptions(plan: Plan) -> list[str]:
     c = plan.chosen or plan.closest
     out = [
-        "Serving model: one replica = TP GPUs with one copy of the weights (PP = 1); replicas split the load "
-        "evenly. Continuous batching as vLLM schedules it: running requests first, FCFS admission when the "
+        "Serving model: one replica = TP x PP GPUs with one copy of the weights; replicas split the load "
+        "evenly. A PP replica runs PP engines, one micro-batch each in flight through every stage (vLLM's virtual "
+        "engines): each engine gets 1/PP of the replica's load and KV pages, and its step is the whole pass "
+        "(all stages plus the PP - 1 activation sends). Continuous batching as vLLM schedules it: running requests first, FCFS admission when the "
         "whole prompt's KV pages (plus the watermark) are free, chunked prefill within the token budget, "
         "preemption by recompute of the most recently admitted request when a page runs out.",
         "Step time = `calc.cost.latency.mixed_step_cost` of the step's ragged batch (weights read once per step), "
@@ -105,6 +107,13 @@ def assumptions(plan: Plan) -> list[str]:
         cal = "calibrated" if hw.calibration is not None else "uncalibrated"
         out.append(f"{hw.name}: {hw.memory_gb:g} GB, {hw.memory_bandwidth_tb_s:g} TB/s; efficiencies compute "
                    f"{e.compute:g}, memory {e.memory:g} ({cal}); {p}.")
+    cl = plan.workload.spec.cluster
+    spans = sorted({o.label.split(",")[0] for o in plan.options if o.nodes > 1})
+    if spans:
+        out.append(f"Across nodes ({cl.gpus_per_node} GPUs per node): {', '.join(spans)} span nodes. Every collective "
+                   f"of such a replica (TP all-reduces, PP stage sends, EP all-to-alls) is priced over the network, "
+                   f"{cl.network_gb_s:g} GB/s per GPU per direction after {cl.network_latency_us:g} us per hop, instead "
+                   "of the node's scale-up link: an upper bound where only the PP sends cross nodes.")
     if c is not None and plan.workload.model.attention.kind == "mla":
         out.append("MLA: a step that carries a prefill chunk is costed with the expanded (prefill) form for all "
                    "its tokens, which overstates mixed steps.")

@@ -34,7 +34,7 @@ from calc.serving.stepmodel import (
     step_features,
     step_model,
 )
-from calc.spec.hardware import HardwareSpec
+from calc.spec.hardware import HardwareSpec, Interconnect
 from calc.spec.model import ModelSpec
 from calc.spec.workload import Serving
 
@@ -53,10 +53,23 @@ class Replica:
     serving: Serving
     attention: str = "fused"
     spec: SpecConfig | None = None  # speculative decoding, when the replica runs it
+    pp: int = 1  # pipeline stages (GPUs per replica: tp x pp)
+    ep: int = 1  # expert parallelism over the TP GPUs (MoE)
+    nodes: int = 1  # nodes the replica spans (> 1: ``hw``'s interconnect is the network between them)
 
     @property
     def par(self) -> Parallel:
-        return Parallel(tp=self.tp)
+        return Parallel(tp=self.tp, pp=self.pp, ep=self.ep)
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp
+
+    @property
+    def split(self) -> str:
+        """"TP2", "TP4 PP2 (2 nodes)", "TP8 EP8"."""
+        return (f"TP{self.tp}" + (f" PP{self.pp}" if self.pp > 1 else "") + (f" EP{self.ep}" if self.ep > 1 else "")
+                + (f" ({self.nodes} nodes)" if self.nodes > 1 else ""))
 
     @cached_property
     def draft(self) -> Draft | None:
@@ -90,7 +103,7 @@ class Replica:
 
     @property
     def label(self) -> str:
-        return f"{self.hw.name} TP{self.tp} mb{self.max_batch}" + (" spec" if self.spec else "")
+        return f"{self.hw.name} {self.split} mb{self.max_batch}" + (" spec" if self.spec else "")
 
     def with_max_batch(self, max_batch: int) -> Replica:
         """The same replica with another max batch, sharing the KV budget and step model
@@ -102,10 +115,19 @@ class Replica:
         return other
 
 
-def validate_split(model: ModelSpec, hw: HardwareSpec, tp: int) -> str | None:
-    """None if ``tp`` GPUs of ``hw`` can split the model, else why not."""
+def across_nodes(hw: HardwareSpec, cluster) -> HardwareSpec:
+    """The profile as a replica spanning nodes sees it: every collective of the replica (TP
+    all-reduces, PP stage hops, EP all-to-alls) runs over the network between nodes (the
+    workload's ``cluster``), not the node's scale-up link: an upper bound when only PP hops cross."""
+    net = Interconnect(name="network (across nodes)", bandwidth_gb_s_per_direction=cluster.network_gb_s,
+                       latency_us=cluster.network_latency_us)
+    return hw.model_copy(update={"interconnect": net})
+
+
+def validate_split(model: ModelSpec, hw: HardwareSpec, tp: int, pp: int = 1, ep: int = 1) -> str | None:
+    """None if TP x PP GPUs of ``hw`` (EP over the TP ones) can split the model, else why not."""
     try:
-        par = check(model, Parallel(tp=tp))
+        par = check(model, Parallel(tp=tp, pp=pp, ep=ep))
         link(hw, par)
     except SpecError as exc:
         return exc.problem

@@ -5,7 +5,8 @@
 
 The workspace is the activation peak of one step at the token budget (a prefill
 chunk of max_batched_tokens, calc.cost.memory.activation_peak_bytes). Pages hold every
-position of every layer (sliding-window layers are not reclaimed).
+position of every layer (sliding-window layers are not reclaimed). A PP replica runs PP
+engines (one micro-batch each in flight, as vLLM's virtual engines), each with 1/PP of the pages.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class KVBudget:
     workspace_bytes: float
     kv_bytes_per_token: float  # per GPU (its share of layers and heads)
     block_size: int
-
+    engines: int = 1  # PP engines (micro-batches in flight) the pages are split between
     @property
     def usable_bytes(self) -> float:
         return self.capacity_bytes * self.utilization
@@ -53,7 +54,8 @@ class KVBudget:
 
     @property
     def pages(self) -> int:
-        return max(int(math.floor(self.kv_bytes / self.page_bytes)), 0)
+        """Pages of one engine (all of them when PP = 1)."""
+        return max(int(math.floor(self.kv_bytes / self.page_bytes)), 0) // self.engines
 
     @property
     def fits(self) -> bool:
@@ -81,4 +83,4 @@ def kv_budget(model: ModelSpec, hw: HardwareSpec, dt: Dtypes, par: Parallel, ser
         weights += draft.weight_bytes
         per_token += draft.kv_bytes_per_token()
     return KVBudget(hw.memory_bytes, serving.gpu_memory_utilization, weights, workspace, per_token,
-                    serving.block_size)
+                    serving.block_size, par.pp)

@@ -1,8 +1,13 @@
 """The planner: the cheapest configuration that meets a workload's SLOs at its load.
 
-Search space: hardware x GPUs per replica (TP degree, PP = 1) x max batch x replicas
-(data parallel; the load splits evenly: a Poisson stream of rate L over R replicas is
-R Poisson streams of rate L / R, a closed loop of C clients gives each replica C / R).
+Search space: hardware x split per replica (TP x PP GPUs, EP over the TP GPUs for MoE) x max
+batch x replicas (data parallel; the load splits evenly: a Poisson stream of rate L over R
+replicas is R Poisson streams of rate L / R, a closed loop of C clients gives each replica C / R).
+A PP replica runs PP engines, each one micro-batch in flight through all the stages (vLLM's
+virtual engines): it is simulated as one engine at 1/PP of the replica's load and KV pages,
+its step the whole pass (every stage plus the PP - 1 sends). A replica of more GPUs than a node
+holds (the workload's ``cluster``) spans nodes; its collectives run over the network
+(calc.serving.capacity.across_nodes).
 
 For each (hardware, TP) the planner first rules out what cannot work, without
 simulating: a split the model does not allow, weights that do not fit, a request
@@ -29,7 +34,7 @@ import numpy as np
 from calc.core.progress import Progress, silent
 from calc.core.units import GB
 from calc.cost.dtypes import Dtypes
-from calc.serving.capacity import Replica, SteadyState, at_load, steady_state, validate_split
+from calc.serving.capacity import Replica, SteadyState, across_nodes, at_load, steady_state, validate_split
 from calc.serving.disagg import DisaggTrial
 from calc.serving.disagg_search import best_disagg, search_disagg
 from calc.serving.floors import floor_reason, floors
@@ -51,6 +56,9 @@ class Option:
     tp: int
     max_batch: int | None
     price_per_gpu_hour: float | None
+    pp: int = 1
+    ep: int = 1
+    nodes: int = 1
     reason: str | None = None
     kind: str | None = None  # split | fit | kv | ttft | tpot | gpus | slo | pruned
     trials: list[Trial] = field(default_factory=list)
@@ -65,7 +73,9 @@ class Option:
     @property
     def label(self) -> str:
         mb = f", max batch {self.max_batch}" if self.max_batch else ""
-        return f"{self.hw.name} TP{self.tp}{mb}{self.note}"
+        split = (f"TP{self.tp}" + (f" PP{self.pp}" if self.pp > 1 else "") + (f" EP{self.ep}" if self.ep > 1 else "")
+                 + (f" ({self.nodes} nodes)" if self.nodes > 1 else ""))
+        return f"{self.hw.name} {split}{mb}{self.note}"
 
 
 @dataclass(frozen=True)
@@ -173,12 +183,12 @@ class _Search:
                 opt.trials.append(trial)
                 return trial
         if a.rate_per_s is not None:
-            rate = a.rate_per_s / R
+            rate = a.rate_per_s / (R * rep.pp)  # a PP replica runs PP engines (micro-batches) in flight
             sim = simulate(rep, self.T, self.G, rate_per_s=rate, gaps=self.gaps, seed=self.wl.spec.seed,
                            prefix=self.prefix)
             load, util = at_load(rep, self.T, self.G, rate, self.prefix)
         else:
-            clients = math.ceil(a.concurrency / R)
+            clients = math.ceil(a.concurrency / (R * rep.pp))
             sim = simulate(rep, self.T, self.G, concurrency=clients, seed=self.wl.spec.seed, prefix=self.prefix)
             load, util = steady_state(rep, self.T, self.G, batch_cap=clients, prefix=self.prefix), None
         self.sims += 1
@@ -191,7 +201,7 @@ class _Search:
         """The fewest R in [lo, hi] that meet the SLOs (bisection; below lo cannot keep up)."""
         guess = lo
         if self.arrival.rate_per_s is not None:
-            need = self.arrival.rate_per_s / (GUESS_UTIL * sat.requests_per_s)
+            need = self.arrival.rate_per_s / (GUESS_UTIL * sat.requests_per_s * rep.pp)
             guess = min(max(lo, math.ceil(need)), hi)
         if self.trial(opt, rep, sat, guess).meets:
             fail, ok = lo - 1, guess
@@ -208,7 +218,7 @@ class _Search:
 
 
 def _key(rep: Replica, R: int) -> tuple:
-    return rep.hw.name, rep.tp, rep.serving.max_batched_tokens, rep.spec is not None, R
+    return rep.hw.name, rep.tp, rep.pp, rep.ep, rep.serving.max_batched_tokens, rep.spec is not None, R
 
 
 def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float | None = None,
@@ -226,15 +236,20 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
     candidates = []
     longest = int((T + G - 1).max())
     chunks = sorted(set(spec.chunk_tokens or [spec.serving.max_batched_tokens]))
-    for hw in wl.hardware:
-        price = wl.price_per_gpu_hour(hw)
-        for tp in sorted(set(spec.tp)):
-            opt = Option(hw, tp, None, price)
-            if tp > spec.max_gpus:
-                opt.reason, opt.kind = f"TP{tp} needs more GPUs than max_gpus ({spec.max_gpus})", "gpus"
+    splits = [(tp, pp, ep) for tp in sorted(set(spec.tp)) for pp in sorted(set(spec.pp)) for ep in sorted(set(spec.ep))
+              if ep == 1 or (model.moe is not None and tp % ep == 0)]
+    for hw0 in wl.hardware:
+        price = wl.price_per_gpu_hour(hw0)
+        for tp, pp, ep in splits:
+            gpus, nodes, hw = tp * pp, -(-tp * pp // spec.cluster.gpus_per_node), hw0
+            if nodes > 1:
+                hw = across_nodes(hw0, spec.cluster)
+            opt = Option(hw, tp, None, price, pp, ep, nodes)
+            if gpus > spec.max_gpus:
+                opt.reason, opt.kind = f"{gpus} GPUs per replica exceed max_gpus ({spec.max_gpus})", "gpus"
                 options.append(opt)
                 continue
-            why = validate_split(model, hw, tp)
+            why = validate_split(model, hw, tp, pp, ep)
             if why:
                 opt.reason, opt.kind = f"cannot split: {why}", "split"
                 options.append(opt)
@@ -243,8 +258,8 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
                 serving = spec.serving if chunk == spec.serving.max_batched_tokens else \
                     spec.serving.model_copy(update={"max_batched_tokens": chunk})
                 note = (f", chunk {chunk:,}" if len(chunks) > 1 else "") + (", speculative" if sp else "")
-                opt = Option(hw, tp, None, price, note=note)
-                base = Replica(model, hw, tp, max(spec.max_batch), dt, serving, spec=sp)
+                opt = Option(hw, tp, None, price, pp, ep, nodes, note=note)
+                base = Replica(model, hw, tp, max(spec.max_batch), dt, serving, spec=sp, pp=pp, ep=ep, nodes=nodes)
                 kv = base.kv
                 if not kv.fits:
                     short = -kv.kv_bytes
@@ -267,24 +282,24 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
                     opt.kind, opt.reason = floor
                     options.append(opt)
                     continue
-                r_max = spec.max_gpus // tp
+                r_max = spec.max_gpus // gpus
                 for mb in sorted(set(spec.max_batch)):
                     rep = base.with_max_batch(mb)
-                    o = Option(hw, tp, mb, price, note=note)
+                    o = Option(hw, tp, mb, price, pp, ep, nodes, note=note)
                     sat = steady_state(rep, T, G, prefix=search.prefix)
                     if spec.arrival.rate_per_s is not None:
-                        lo = max(1, math.ceil(spec.arrival.rate_per_s / sat.requests_per_s * (1 + 1e-9)))
+                        lo = max(1, math.ceil(spec.arrival.rate_per_s / (sat.requests_per_s * pp) * (1 + 1e-9)))
                     else:
                         lo = 1
                     o.lower_bound_replicas = lo
                     options.append(o)
                     if lo > r_max:
-                        o.reason = (f"falls behind: keeping up needs >= {_n(lo, 'replica')} ({lo * tp} GPUs; closed-form "
+                        o.reason = (f"falls behind: keeping up needs >= {_n(lo, 'replica')} ({lo * gpus} GPUs; closed-form "
                                     f"capacity {sat.requests_per_s:.3g} req/s each), max_gpus {spec.max_gpus}")
                         o.kind = "gpus"
                         continue
-                    bound = lo * tp * (price if price is not None else 1.0)
-                    candidates.append((price is None, bound, lo * tp, o, rep, sat, lo, r_max))
+                    bound = lo * gpus * (price if price is not None else 1.0)
+                    candidates.append((price is None, bound, lo * gpus, o, rep, sat, lo, r_max))
     candidates.sort(key=lambda c: c[:3])
     met: list[Trial] = []
     for i, (unpriced, bound, gpus, o, rep, sat, lo, r_max) in enumerate(candidates):
@@ -320,8 +335,9 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
         a = spec.arrival
         effect = prefix_effect(
             chosen.replica, chosen.replicas, T, G, search.prefix, chosen.sim, seed=spec.seed, gaps=search.gaps,
-            rate_per_s=None if a.rate_per_s is None else a.rate_per_s / chosen.replicas,
-            concurrency=None if a.concurrency is None else math.ceil(a.concurrency / chosen.replicas))
+            rate_per_s=None if a.rate_per_s is None else a.rate_per_s / (chosen.replicas * chosen.replica.pp),
+            concurrency=None if a.concurrency is None else math.ceil(a.concurrency / (chosen.replicas
+                                                                                      * chosen.replica.pp)))
         result = replace(result, prefix_effect=effect, wall_s=time.perf_counter() - t0)
     shown = result.chosen or result.closest
     if shown is not None:

@@ -19,7 +19,8 @@ GUESS_UTIL = 0.85  # first guess: the fewest replicas at or below this closed-fo
 
 @dataclass(frozen=True)
 class Trial:
-    """R replicas of one configuration, simulated at the workload's load (one replica's share)."""
+    """R replicas of one configuration, simulated at the workload's load (one replica's share; a PP
+    replica runs PP engines, one micro-batch each in flight: one engine's share, R x PP in all)."""
 
     replica: Replica
     replicas: int
@@ -34,7 +35,7 @@ class Trial:
 
     @property
     def gpus(self) -> int:
-        return self.replicas * self.replica.tp
+        return self.replicas * self.replica.gpus
 
     @property
     def usd_per_hour(self) -> float | None:
@@ -43,7 +44,7 @@ class Trial:
     @property
     def label(self) -> str:
         r = self.replica
-        return f"{self.replicas} x {r.hw.name} TP{r.tp}, max batch {r.max_batch}{self.note}"
+        return f"{self.replicas} x {r.hw.name} {r.split}, max batch {r.max_batch}{self.note}"
 
     @cached_property
     def stats(self) -> dict[str, float]:
@@ -52,11 +53,11 @@ class Trial:
 
     @property
     def output_tokens_per_s(self) -> float:
-        return self.replicas * self.sim.output_tokens_per_s
+        return self.replicas * self.replica.pp * self.sim.output_tokens_per_s
 
     @property
     def goodput_per_s(self) -> float:
-        return self.replicas * self.sim.goodput_per_s(self.targets)
+        return self.replicas * self.replica.pp * self.sim.goodput_per_s(self.targets)
 
     @property
     def usd_per_million_output_tokens(self) -> float | None:

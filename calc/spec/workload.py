@@ -41,7 +41,7 @@ from calc.spec.lengths import Length, _Spec, read_trace
 from calc.spec.model import ModelSpec
 
 __all__ = ["SLO", "Arrival", "Disaggregation", "DtypeChoice", "Length", "LoadedWorkload", "Pool", "PrefixCache",
-           "Serving", "Speculative", "Target", "Workload", "load_workload", "read_trace", "resolve", "sample_lengths"]
+           "Cluster", "Serving", "Speculative", "Target", "Workload", "load_workload", "read_trace", "resolve", "sample_lengths"]
 
 
 class Arrival(_Spec):
@@ -187,6 +187,15 @@ class Speculative(_Spec):
         return self
 
 
+class Cluster(_Spec):
+    """The nodes replicas run on: a replica of more than ``gpus_per_node`` GPUs spans nodes and its
+    collectives run over the network, ``network_gb_s`` per GPU per direction after ``network_latency_us``."""
+
+    gpus_per_node: int = Field(default=8, ge=1)  # source: DGX/HGX H100 and A100 nodes hold 8 GPUs (NVIDIA DGX H100 data sheet)
+    network_gb_s: float = Field(default=50.0, gt=0)  # source: 400 Gb/s per GPU, one ConnectX-7 NDR port per GPU (DGX H100)
+    network_latency_us: float = Field(default=10.0, ge=0)  # source: assumption, a few microseconds per RDMA hop plus NCCL's
+
+
 class Workload(_Spec):
     name: str = Field(min_length=1)
     description: str = ""
@@ -200,6 +209,9 @@ class Workload(_Spec):
     slo: SLO = SLO()
     max_gpus: int = Field(default=8, ge=1)
     tp: list[int] = Field(default=[1, 2, 4, 8], min_length=1)
+    pp: list[int] = Field(default=[1], min_length=1)  # pipeline stages searched (GPUs per replica: TP x PP)
+    ep: list[int] = Field(default=[1], min_length=1)  # expert parallelism searched (MoE; over the TP GPUs)
+    cluster: Cluster = Cluster()
     max_batch: list[int] = Field(default=[16, 32, 64, 128, 256, 512], min_length=1)
     chunk_tokens: list[int] | None = Field(default=None, min_length=1)  # chunked-prefill sizes to search
     prices: dict[str, float] = Field(default_factory=dict)
@@ -217,7 +229,7 @@ class Workload(_Spec):
             raise ValueError("give prompt_len and output_len distributions, or a trace")
         if self.trace is not None and (self.prompt_len is not None or self.output_len is not None):
             raise ValueError("give a trace or prompt_len/output_len, not both")
-        for key, values in (("tp", self.tp), ("max_batch", self.max_batch)):
+        for key, values in (("tp", self.tp), ("pp", self.pp), ("ep", self.ep), ("max_batch", self.max_batch)):
             if any(v < 1 for v in values):
                 raise ValueError(f"{key} values must be >= 1")
         if self.chunk_tokens is not None and any(v < 16 for v in self.chunk_tokens):
