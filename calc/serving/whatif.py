@@ -7,15 +7,13 @@ same replica with an FP8 KV cache (pages) and with FP8 weights (weight bytes, me
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from calc.cost.dtypes import Dtypes
 from calc.cost.latency import mixed_step_cost
 from calc.cost.roofline import PhaseCost
-from calc.serving.capacity import Replica
-from calc.serving.kvbudget import kv_budget
 from calc.serving.trial import Trial
 
 WIDE = ("bf16", "fp16", "fp32")
@@ -58,9 +56,9 @@ def what_if(t: Trial, dtypes: Dtypes) -> WhatIf:
     pages = weights = step = None
     if dtypes.kv in WIDE:
         dt8 = Dtypes(dtypes.weight, "fp8", dtypes.compute, dtypes.group_size)
-        pages = kv_budget(r.model, r.hw, dt8, r.par, r.serving).pages
+        pages = replace(r, dt=dt8).kv.pages  # the same replica (split, draft) with an FP8 KV cache
     if dtypes.weight in WIDE:
-        fp8 = Replica(r.model, r.hw, r.tp, r.max_batch, Dtypes.resolve(r.model, "fp8", dtypes.kv), r.serving)
+        fp8 = replace(r, dt=Dtypes.resolve(r.model, "fp8", dtypes.kv))
         weights = fp8.kv.weights_bytes
         step = mixed_step_cost(r.model, r.hw, [1.0] * st.running, [st.context] * st.running, fp8.dt, fp8.eff,
                                r.attention, r.par)
