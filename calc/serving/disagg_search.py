@@ -89,7 +89,11 @@ def search_disagg(wl, dt, T, G, gaps, targets: dict, prefix: CachedPrefix | None
         return []
     rate = spec.arrival.rate_per_s
     prefills, decodes = _candidates(wl, dt, T, G, prefix)
-    network = KVLink("network", dg.network_gb_s * 1e9, dg.network_latency_us * 1e-6)
+    cl = spec.cluster
+    net_gb_s = dg.network_gb_s if dg.network_gb_s is not None else cl.network_gb_s
+    net_us = dg.network_latency_us if dg.network_latency_us is not None else cl.network_latency_us
+    node = dg.gpus_per_node if dg.gpus_per_node is not None else cl.gpus_per_node
+    network = KVLink("network", net_gb_s * 1e9, net_us * 1e-6)
     pairs = []
     for p in prefills:
         x = max(1, math.ceil(rate / (GUESS_UTIL * p.requests_per_s)))
@@ -109,7 +113,7 @@ def search_disagg(wl, dt, T, G, gaps, targets: dict, prefix: CachedPrefix | None
             break
         for _ in range(STEPS_PER_PAIR):
             t = simulate_disagg(p.rep, x, d.rep, y, T, G, rate_per_s=rate, gaps=gaps, seed=spec.seed,
-                                targets=targets, link=pick_link(p.rep, x, d.rep, y, dg.gpus_per_node, network),
+                                targets=targets, link=pick_link(p.rep, x, d.rep, y, node, network),
                                 overlap=dg.overlap_layers, prefix=prefix, prices=(p.price, d.price))
             trials.append(t)
             if t.meets:

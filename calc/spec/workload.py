@@ -150,15 +150,16 @@ class Pool(_Spec):
 class Disaggregation(_Spec):
     """Search prefill/decode pools (xP + yD) beside the aggregated replicas (open-loop arrivals).
     Pools of one GPU type that fit in a node of ``gpus_per_node`` send the KV over its NVLink;
-    otherwise over the network, ``network_gb_s`` per GPU per direction after ``network_latency_us``.
+    otherwise over the network, ``network_gb_s`` per GPU per direction after ``network_latency_us``
+    (each unset: the workload's ``cluster``).
     ``overlap_layers``: the KV is sent layer by layer while the prefill runs (else after it).
     ``prefill_max_batched_tokens``: the prefill pool's token budget per step (default: serving's)."""
 
     prefill: Pool = Pool()
     decode: Pool = Pool()
-    network_gb_s: float = Field(default=50.0, gt=0)  # 400 Gb/s per GPU (one ConnectX-7 NDR port per GPU, DGX H100)
-    network_latency_us: float = Field(default=10.0, ge=0)
-    gpus_per_node: int = Field(default=8, ge=1)
+    network_gb_s: float | None = Field(default=None, gt=0)
+    network_latency_us: float | None = Field(default=None, ge=0)
+    gpus_per_node: int | None = Field(default=None, ge=1)
     overlap_layers: bool = False
     prefill_max_batched_tokens: int | None = Field(default=None, ge=16)
 
