@@ -80,3 +80,12 @@ def test_dense_model_skips_ep(tmp_path):
     w.write_text(WL.format(model="llama-3.1-8b"))
     p = plan(load_workload(w))
     assert {o.ep for o in p.options} == {1}
+
+
+def test_report_says_how_cross_node_replicas_are_priced(tmp_path):
+    from calc.render.plan_notes import assumptions
+
+    w = tmp_path / "w.yaml"
+    w.write_text(WL.format(model="mixtral-8x7b"))
+    notes = " ".join(assumptions(plan(load_workload(w))))
+    assert "h100-sxm TP8 PP2 (2 nodes)" in notes and "over the network, 50 GB/s per GPU" in notes
