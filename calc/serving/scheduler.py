@@ -51,6 +51,7 @@ class Scheduler:
         self.wm = int(math.ceil(rep.serving.watermark * self.total_pages))
         self.budget = max(rep.serving.max_batched_tokens, rep.max_batch)
         self.mb = mb = rep.max_batch
+        self.dec_tokens = 1  # token-budget slots a decoding request takes per step
         # running batch: id, cached tokens, tokens left to generate, pages, prefill done, prefill target
         self.N = 0
         self.r_id, self.r_kv, self.r_rem, self.r_pages, self.r_done, self.r_target = (
@@ -164,7 +165,7 @@ class Scheduler:
             self.waiting.appendleft(i)
         N = self.N
         n_dec = N if dec is None else int(_sum(dec))
-        left = self.budget - n_dec
+        left = self.budget - n_dec * self.dec_tokens
         pos, chunk, past = [], [], []
         kv_sum = int(_sum(r_kv[:N]))  # decode contexts: the prefilling requests are taken out below
         if dec is not None:

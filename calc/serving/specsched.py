@@ -5,7 +5,8 @@ replica-wide acceptance clock: step j emits floor(E (j + 1)) - floor(E j) tokens
 request, E = (1 - alpha^(k+1)) / (1 - alpha), so every request's tokens per step average E
 (the per-request spread of accepted runs is left out: they change the tail, not the means).
 A request's KV grows by the tokens it emits (its pages with it; rejected positions are
-overwritten next step); its last step emits only the tokens it still needs. Everything else
+overwritten next step); its last step emits only the tokens it still needs; its verification
+takes k + 1 slots of the step's token budget. Everything else
 (admission, chunked prefill, preemption) is calc.serving.scheduler's.
 """
 
@@ -26,6 +27,7 @@ class SpecScheduler(Scheduler):
         self.ss = rep.spec_steps
         self.E = self.ss.tokens_per_step
         self.j = 0  # steps with decode tokens so far: the acceptance clock
+        self.dec_tokens = self.ss.k + 1  # a verification takes k + 1 slots of the token budget (as vLLM counts them)
 
     def _emitted(self, steps) -> np.ndarray:
         """Tokens per decoding request over the next 1..steps steps (cumulative)."""
