@@ -7,6 +7,7 @@ import numpy as np
 from calc.core import text as render
 from calc.render.doc import Doc
 from calc.serving.prefixeffect import PrefixEffect
+from calc.serving.trial import cost_key
 
 
 def prefix_section(d: Doc, e: PrefixEffect, targets: dict) -> None:
@@ -144,7 +145,7 @@ def spec_section(d: Doc, e, targets: dict) -> None:
         f"GPU's memory (fewer KV pages).")
     w, wo = e.best_with, e.best_without
     d.ul([f"Cheapest with speculation: {_best_text(w)}.", f"Cheapest without: {_best_text(wo)}."])
-    if w is not None and (wo is None or (w.usd_per_hour or w.gpus) < (wo.usd_per_hour or wo.gpus)):
+    if w is not None and (wo is None or cost_key(w) < cost_key(wo)):
         d.p("**Speculation helps here**: it meets the SLOs on less hardware.")
     elif w is not None and wo is not None:
         d.p("Speculation does not lower the cost here: plain decoding meets the SLOs on as little hardware.")
