@@ -112,7 +112,8 @@ def assumptions(plan: Plan) -> list[str]:
     if spans:
         out.append(f"Across nodes ({cl.gpus_per_node} GPUs per node): {', '.join(spans)} span nodes. Every collective "
                    f"of such a replica (TP all-reduces, PP stage sends, EP all-to-alls) is priced over the network, "
-                   f"{cl.network_gb_s:g} GB/s per GPU per direction after {cl.network_latency_us:g} us per hop, instead "
+                   f"{cl.network_gb_s:g} GB/s per GPU per direction after {cl.network_latency_us:g} us per hop (bytes / "
+                   "bandwidth + hops x latency; the profile's collective fits are for its scale-up link), instead "
                    "of the node's scale-up link: an upper bound where only the PP sends cross nodes.")
     if c is not None and plan.workload.model.attention.kind == "mla":
         out.append("MLA: a step that carries a prefill chunk is costed with the expanded (prefill) form for all "

@@ -33,6 +33,7 @@ from calc.serving.stepmodel import (
     read_row,
     step_features,
     step_model,
+    verify_model,
 )
 from calc.spec.hardware import HardwareSpec, Interconnect
 from calc.spec.model import ModelSpec
@@ -82,7 +83,9 @@ class Replica:
         if d is None:
             return None
         draft_sm = step_model(d.model, self.hw, d.dtypes, self.eff, self.attention, d.parallel)
-        return SpecSteps(self.steps, draft_sm, self.spec.k, float(expected_tokens(self.spec.acceptance, self.spec.k)))
+        k = self.spec.k
+        verify = verify_model(self.model, self.hw, self.dt, self.eff, k, self.attention, self.par)
+        return SpecSteps(self.steps, verify, draft_sm, k, float(expected_tokens(self.spec.acceptance, k)))
 
     @property
     def tokens_per_step(self) -> float:
@@ -118,10 +121,12 @@ class Replica:
 def across_nodes(hw: HardwareSpec, cluster) -> HardwareSpec:
     """The profile as a replica spanning nodes sees it: every collective of the replica (TP
     all-reduces, PP stage hops, EP all-to-alls) runs over the network between nodes (the
-    workload's ``cluster``), not the node's scale-up link: an upper bound when only PP hops cross."""
+    workload's ``cluster``), not the node's scale-up link: an upper bound when only PP hops cross.
+    The profile's fitted collective costs (measured on its scale-up link) are dropped: each
+    collective costs bytes / network bandwidth + hops x network latency."""
     net = Interconnect(name="network (across nodes)", bandwidth_gb_s_per_direction=cluster.network_gb_s,
                        latency_us=cluster.network_latency_us)
-    return hw.model_copy(update={"interconnect": net})
+    return hw.model_copy(update={"interconnect": net, "collectives": None})
 
 
 def validate_split(model: ModelSpec, hw: HardwareSpec, tp: int, pp: int = 1, ep: int = 1) -> str | None:

@@ -7,13 +7,16 @@ verification pass over k + 1 new positions after S cached ones, logits for all k
 average (calc.cost.speculative.expected_tokens).
 
 In step-model features (calc.serving.stepmodel), the verification of N decoding sequences is
-their decode features with TOKENS = SEQUENCES = N (k + 1) (every position reaches lm_head),
-experts touched at N (k + 1) tokens and, for global attention, pairs = sum (k+1) S + (k+1)(k+2)/2
-and positions read = sum S + k + 1: exact. Sliding-window layers take (k + 1) times the decode
-pairs (short of the exact count by at most k (k + 1) / 2 per sequence near the window's edge).
-A step that also carries prefill chunks runs them in the same target pass, and the draft
-prefills them too (its KV must cover the prompt): the draft's first pass of the step is
-ragged (chunks + one token per decoding sequence), the other k - 1 are decode steps.
+their decode features with TOKENS = N (k + 1), experts touched at N (k + 1) tokens and, for
+global attention, pairs = sum (k+1) S + (k+1)(k+2)/2 and positions read = sum S + k + 1: exact;
+a pure decode step is timed by a step model fitted on verification passes (all k + 1 positions
+reach lm_head: calc.serving.stepmodel.verify_model). Sliding-window layers take (k + 1) times
+the decode pairs (short of the exact count by at most k (k + 1) / 2 per sequence near the
+window's edge). A step that also carries prefill chunks runs them in the same target pass
+(timed by the ordinary step model: its verified positions beyond the first do not reach
+lm_head there, an undercount of N k logit rows), and the draft prefills them too (its KV must
+cover the prompt): the draft's first pass of the step is ragged (chunks + one token per
+decoding sequence), the other k - 1 are decode steps.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ def verify_delta(model, k: int, x_dec: np.ndarray) -> np.ndarray:
     k + 1 positions adds (EXPERTS left at 0: it depends on the whole step's tokens)."""
     d = np.zeros_like(x_dec, dtype=float)
     N = x_dec[SEQUENCES]
-    d[TOKENS] = d[SEQUENCES] = N * k
+    d[TOKENS] = N * k
     for j, w in enumerate(attention_windows(model)):
         p, r = pairs_row(j), read_row(j)
         if w is None:
@@ -66,6 +69,7 @@ class SpecSteps:
     """Step times of a replica running speculative decoding."""
 
     target: StepModel
+    verify: StepModel  # the target's verification passes (calc.serving.stepmodel.verify_model)
     draft: StepModel
     k: int
     tokens_per_step: float
@@ -77,7 +81,7 @@ class SpecSteps:
 
     def decode_s(self, x_dec: np.ndarray, xd_dec: np.ndarray) -> np.ndarray:
         """A pure decode step: target verification + k draft steps (``xd_dec``: the draft's features)."""
-        return (self.target.time_of(self.verify_x(x_dec, x_dec), "decode")
+        return (self.verify.time_of(self.verify_x(x_dec, x_dec), "decode")
                 + self.k * self.draft.time_of(xd_dec, "decode"))
 
     def mixed_s(self, x: np.ndarray, x_dec: np.ndarray, xd: np.ndarray, xd_dec: np.ndarray | None) -> float:
@@ -91,7 +95,7 @@ class SpecSteps:
 
     def terms(self, x_dec: np.ndarray, xd_dec: np.ndarray) -> np.ndarray:
         """(compute, memory, comm) seconds of a pure decode step, for the bound tally."""
-        t = np.asarray(self.target.terms_of(self.verify_x(x_dec, x_dec), "decode"), float)
+        t = np.asarray(self.verify.terms_of(self.verify_x(x_dec, x_dec), "decode"), float)
         return t + self.k * np.asarray(self.draft.terms_of(xd_dec, "decode"), float)
 
 

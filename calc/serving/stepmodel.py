@@ -126,13 +126,18 @@ class StepModel:
         return float(self.time_of(step_features(self.model, new, past), phase))
 
 
-def _fit_phase(model, hw, dt, eff, attention, par, phase, rng) -> tuple:
+def _fit_phase(model, hw, dt, eff, attention, par, phase, rng, verify_k: int = 0) -> tuple:
+    """``verify_k`` > 0: fit on speculative verification passes instead (every sequence adds
+    k + 1 positions, all of them reaching lm_head)."""
     K, S = 64, 24
     nseq = rng.integers(1, S + 1, K)
     w = (np.arange(S)[None, :] < nseq[:, None]).astype(float)
     new = np.where(rng.random((K, S)) < 0.5, 1.0, rng.integers(2, 4097, (K, S)).astype(float))
+    if verify_k:
+        new = np.full((K, S), verify_k + 1.0)
     past = np.where(rng.random((K, S)) < 0.2, 0.0, rng.integers(0, 65_537, (K, S)).astype(float))
-    ops = pass_ops(model, Pass(w, new, past, phase, ragged=True), dt, attention, par)
+    ps = Pass(w, new, past, phase, logits=verify_k + 1, ragged=True)
+    ops = pass_ops(model, ps, dt, attention, par)
     lk = link(hw, par)
     cost = phase_cost(ops, hw, dt, eff, lk)
     X = step_features(model, new, past, w).T  # [K, F]
@@ -184,6 +189,17 @@ def step_model(model: ModelSpec, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, 
         raise RuntimeError(f"step model does not reproduce mixed_step_cost (error {worst:.2g}): "
                            "an operator is no longer affine in the step features")
     return StepModel(model, coef, worst)
+
+
+def verify_model(model: ModelSpec, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, k: int,
+                 attention: str = "fused", par: Parallel = SINGLE) -> StepModel:
+    """The step-time model of speculative verification passes (k + 1 positions per sequence after
+    its cached ones, logits for all of them, run as decode): exact on such steps, whose features
+    are step_features(model, k + 1, past)."""
+    coef, err = _fit_phase(model, hw, dt, eff, attention, par, "decode", np.random.default_rng(12345), verify_k=k)
+    if err > 1e-6:
+        raise RuntimeError(f"verification step model does not reproduce its passes (error {err:.2g})")
+    return StepModel(model, {"any": coef}, err)
 
 
 def check_step_model(sm: StepModel, hw, dt, eff, attention, par, steps: int = 200, seed: int = 0) -> float:

@@ -21,9 +21,11 @@ L70 = load_model("llama-3.1-70b")
 def test_a_replica_across_nodes_uses_the_network():
     hw = across_nodes(H100, Cluster(gpus_per_node=8, network_gb_s=50, network_latency_us=10))
     rep = Replica(L70, hw, 8, 16, Dtypes.resolve(L70), Serving(), pp=2, nodes=2)
-    bw, hop = link(rep.hw, rep.par)
-    assert (bw, hop) == pytest.approx((50e9, 10e-6))
-    assert link(H100, rep.par) == pytest.approx((450e9, 2.1e-6))  # inside a node: NVLink 4, 450 GB/s each way, 2.1 us
+    net = link(rep.hw, rep.par)
+    assert (net.bandwidth_bytes_per_s, net.hop_s) == pytest.approx((50e9, 10e-6))
+    assert net.collectives is None  # the profile's NVLink-fitted collective costs do not apply
+    nv = link(H100, rep.par)  # inside a node: NVLink 4, 450 GB/s each way, 2.1 us
+    assert (nv.bandwidth_bytes_per_s, nv.hop_s) == pytest.approx((450e9, 2.1e-6))
     # one decode token of 8 sequences: the TP all-reduce sends 2 (8-1)/8 of x[8, 8192] at bf16 per GPU
     ps = Pass(np.float64(8.0), np.float64(1.0), np.float64(1000.0), "decode")
     ar = next(op for op in comm_ops(L70, ps, rep.dt, rep.par) if op.name == "tp.allreduce")

@@ -36,7 +36,7 @@ def test_verification_features_by_hand():
     kv = np.array([10, 20])
     x = decode_x(TARGET, kv)[:, 0]
     v = x + verify_delta(TARGET, 3, x)
-    assert v[TOKENS] == v[SEQUENCES] == 2 * 4  # every verified position reaches lm_head
+    assert v[TOKENS] == 2 * 4 and v[SEQUENCES] == 2
     # pairs: sum (k+1) S + (k+1)(k+2)/2 = (4*10 + 10) + (4*20 + 10)
     assert v[pairs_row(0)] == (4 * 10 + 10) + (4 * 20 + 10)
     assert v[read_row(0)] == (10 + 4) + (20 + 4)  # S + k + 1 positions read
