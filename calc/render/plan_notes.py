@@ -107,6 +107,11 @@ def assumptions(plan: Plan) -> list[str]:
         cal = "calibrated" if hw.calibration is not None else "uncalibrated"
         out.append(f"{hw.name}: {hw.memory_gb:g} GB, {hw.memory_bandwidth_tb_s:g} TB/s; efficiencies compute "
                    f"{e.compute:g}, memory {e.memory:g} ({cal}); {p}.")
+    if plan.spec_effect is not None:
+        out.append("Speculative decoding: every decoding request emits the expected accepted tokens per step through a "
+                   "replica-wide clock (step j emits floor(E (j+1)) - floor(E j)), so the spread of accepted runs "
+                   "between requests is left out; a verification takes k + 1 slots of the token budget; in steps "
+                   "that also carry a prefill chunk the verified positions beyond the first are not charged lm_head.")
     cl = plan.workload.spec.cluster
     spans = sorted({o.label.split(",")[0] for o in plan.options if o.nodes > 1})
     if spans:
