@@ -1,4 +1,4 @@
-"""validate, calibrate, validate-comm: the torch-backed commands, registered on the roofline app.
+"""profile, validate, calibrate, validate-comm: the torch-backed commands, registered on the roofline app.
 
 This module imports no torch at module level (roofline --help stays light); each command
 imports what it needs inside.
@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from calc.cli.base import command
-from calc.cli.options import HardwareOpt, ModelOpt, QuietOpt
+from calc.cli.options import HardwareOpt, QuietOpt
 from calc.core import text as render
 from calc.core.errors import SpecError
 
@@ -58,60 +58,93 @@ def validate_comm_cmd(
     typer.echo(f"wrote {out / 'comm.csv'} and {out / 'interconnect.yaml'}")
 
 
-@command("validate")
-def validate_cmd(
-    model: ModelOpt,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for measurements.csv, counts.json, calibrated.yaml, report.md and scatter.png.")],
+@command("profile")
+def profile_cmd(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for kernels/*.yaml and profile.yaml.")],
     device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
-    layers: Annotated[int | None, typer.Option("--layers", min=1, help="Build N layers at the real widths; predictions use the same N-layer model.")] = None,
-    quick: Annotated[bool, typer.Option("--quick", help="A small grid and short timings (under a minute on a 2-core CPU), for CI.")] = False,
-    dtype: Annotated[str, typer.Option("--dtype", help="Comma list of run dtypes: fp32, bf16, fp16.")] = "fp32,bf16",
-    hardware: Annotated[str | None, typer.Option("--hardware", help="Base profile for the default predictions and the fit (default: cpu-generic-2core on CPU, the catalog GPU named like the device on CUDA, else the probes' measured profile).")] = None,
-    threads: Annotated[int | None, typer.Option("--threads", min=1, help="CPU threads, fixed for the run (default: half the logical CPUs).")] = None,
-    budget: Annotated[float | None, typer.Option("--budget", min=1.0, help="Seconds of timing for the whole grid (default 150; 12 with --quick).")] = None,
-    impl: Annotated[str, typer.Option("--impl", help="reference (validate/reference.py) or hf (transformers' LlamaForCausalLM; Llama-style models).")] = "reference",
-    quiet: QuietOpt = False,
+    threads: Annotated[int | None, typer.Option("--threads", min=1, help="CPU threads (default: torch's default, what a user's process runs).")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Fewer shapes and shorter timings (under 3 minutes on a 2-core CPU).")] = False,
+    dtype: Annotated[str, typer.Option("--dtype", help="Comma list of dtypes: fp32, bf16, fp16.")] = "fp32,bf16",
 ) -> None:
-    """Real torch prefill/decode passes: check FLOP and KV counts, time a grid, fit a calibrated profile.
+    """Measure kernel tables (matmul, attention, streaming, gather, sampling) with torch; write a profile fitted to them.
 
-    Times in seconds (ms in tables); errors are predicted / measured - 1. Exit 1 when a count check fails.
+    Times in seconds; the profile's peaks and bandwidth are the best measured, its efficiencies never above 1 against them.
     """
-    from validate.report import summary_lines, write_all
-    from validate.runner import Options, run
+    from validate.profile import run_profile
 
     if out.exists() and not out.is_dir():
         raise SpecError("--out", None, f"{out} exists and is not a folder")
+    dtypes = tuple(d.strip() for d in dtype.split(",") if d.strip())
+    bad = [d for d in dtypes if d not in ("fp32", "bf16", "fp16")]
+    if bad or not dtypes:
+        raise SpecError("--dtype", None, f"expected fp32, bf16 or fp16, got {dtype!r}")
+    hw, path, _, wall = run_profile(device, out, threads, quick, dtypes, say=typer.echo)
+    e = hw.efficiency
+    typer.echo(f"peaks {', '.join(f'{d} {v * 1e3:.4g} GFLOP/s' for d, v in hw.peak_tflops.items())}; "
+               f"bandwidth {hw.memory_bandwidth_tb_s * 1e3:.4g} GB/s; compute {e.compute:g}, memory {e.memory:g}, "
+               f"attention {e.attention:g}, M half {e.gemm_m_half:g}, kernel overhead {e.kernel_overhead_us:g} us")
+    typer.echo(f"wrote {len(hw.kernel_tables)} tables under {out / 'kernels'} and {path} in {wall:.0f} s; "
+               f"use it with --hardware {path}")
+
+
+@command("validate")
+def validate_cmd(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for kernels/, calibrated.yaml (the kernel profile), measurements.csv, counts.json, report.md and scatter.png.")],
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Held-out models to validate, comma-separated (default: llama-3.2-1b, qwen2.5-0.5b, qwen3-30b-a3b); the kernel profile leaves their widths out.")] = None,
+    device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
+    layers: Annotated[int | None, typer.Option("--layers", min=1, help="Build N layers at the real widths (default 2); predictions use the same N-layer model.")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="The quick kernel profile and short timings, for CI.")] = False,
+    dtype: Annotated[str, typer.Option("--dtype", help="Comma list of run dtypes: fp32, bf16, fp16.")] = "fp32,bf16",
+    hardware: Annotated[str | None, typer.Option("--hardware", help="Base profile for the base predictions (default: cpu-generic-2core on CPU, the catalog GPU named like the device on CUDA, else the probes' measured profile).")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", help="An existing kernel profile (roofline profile's profile.yaml) instead of measuring one.")] = None,
+    threads: Annotated[int | None, typer.Option("--threads", min=1, help="CPU threads (default: torch's default, what a user's process runs).")] = None,
+    budget: Annotated[float | None, typer.Option("--budget", min=1.0, help="Seconds of timing for the whole grid of passes (default 120; 40 with --quick).")] = None,
+    impl: Annotated[str, typer.Option("--impl", help="reference (validate/reference.py) or hf (transformers' LlamaForCausalLM; Llama-style models).")] = "reference",
+    quiet: QuietOpt = False,
+) -> None:
+    """Kernel profile first, then whole prefill/decode passes of held-out models: predicted, then measured.
+
+    Nothing is fitted to the passes. Times in seconds (ms in tables); errors are predicted / measured - 1.
+    Exit 1 when a count check fails.
+    """
+    from validate.report import summary_lines, write_all
+    from validate.runner import HELD_OUT, Options, run
+
+    if out.exists() and not out.is_dir():
+        raise SpecError("--out", None, f"{out} exists and is not a folder")
+    models = tuple(m.strip() for m in model.split(",") if m.strip()) if model else HELD_OUT
     from calc.core.progress import bar
 
     with bar("validate", quiet) as progress:
-        res = run(Options(model, out, device, layers, tuple(d.strip() for d in dtype.split(",") if d.strip()),
-                          quick, hardware, threads, budget, impl), say=typer.echo, progress=progress)
+        res = run(Options(models, out, device, layers, tuple(d.strip() for d in dtype.split(",") if d.strip()),
+                          quick, hardware, threads, budget, impl, profile), say=typer.echo, progress=progress)
     written = write_all(res)
     for line in summary_lines(res):
         typer.echo(line)
     typer.echo(f"wrote {out / 'measurements.csv'}, {out / 'calibrated.yaml'}, "
                + ", ".join(str(p) for p in written) + f" in {res.wall_s:.0f} s")
-    if not all(c.ok for c in res.counts):
+    if not all(c.ok for _, c in res.counts):
         typer.echo("roofline: error: a FLOP or KV count check failed (see counts.json)", err=True)
         raise typer.Exit(1)
 
 
 @command("calibrate")
 def calibrate_cmd(
-    measurements: Annotated[Path, typer.Option("--measurements", help="A measurements.csv written by roofline validate.")],
+    kernels: Annotated[Path, typer.Option("--kernels", help="A folder of kernel tables (roofline profile's DIR or DIR/kernels).")],
     hardware: HardwareOpt,
-    out: Annotated[Path, typer.Option("--out", "-o", help="The calibrated profile to write (YAML, atomically).")],
-    model: Annotated[str | None, typer.Option("--model", "-m", help="The model measured (default: model.yaml beside the CSV).")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="The profile to write (YAML, atomically), pointing to the tables.")],
 ) -> None:
-    """Refit a hardware profile's efficiencies (compute, memory, attention share, overheads in us) to saved measurements."""
-    from calc.core.text import table
-    from validate.fitting import refit
-    from validate.report import ERROR_HEADERS, error_lines
+    """Refit a profile's analytical curves (compute, memory, attention share, M half, kernel overhead in us) to kernel tables.
 
-    hw, fits, errors, _ = refit(measurements, hardware, out, model)
-    for d, f in fits.items():
-        typer.echo(f"{d}: compute {f.compute:.3g}, memory {f.memory:.3g}, attention share {f.attention:.3g}, "
-                   f"kernel overhead {f.kernel_overhead_s * 1e6:.3g} us, step overhead {f.step_overhead_s * 1e6:.3g} us")
-    if errors:
-        typer.echo(table(error_lines(errors), ERROR_HEADERS))
-    typer.echo(f"wrote {out} ({hw.name}); use it with --hardware {out}")
+    The base profile's peaks and bandwidth are the roofs (raised to a table's best rate where one beats them);
+    whole passes are never fitted: `roofline validate` checks them.
+    """
+    from validate.kernelfit import refit_folder
+
+    hw = refit_folder(kernels, hardware, out)
+    e = hw.efficiency
+    typer.echo(f"compute {e.compute:g}, memory {e.memory:g}, attention share {e.attention:g}, M half {e.gemm_m_half:g}, "
+               f"kernel overhead {e.kernel_overhead_us:g} us" + "".join(
+                   f"; {d}: " + ", ".join(f"{k} {v:g}" for k, v in o.model_dump(exclude_none=True).items())
+                   for d, o in e.by_dtype.items()))
+    typer.echo(f"wrote {out} ({hw.name}, {len(hw.kernel_tables)} tables); use it with --hardware {out}")

@@ -9,7 +9,8 @@ The measured profile states the measured numbers AS its peaks, with efficiencies
 of 1: it says what this device did, not what a data sheet promises. (A calibrated
 profile, validate/calibrate.py, instead keeps the base profile's data-sheet peaks
 and fits efficiencies against them.) Peak FLOP/s per dtype is the best of the
-shapes; bandwidth the better of copy and read; kernel overhead the tiny op's time.
+shapes; bandwidth the better of copy and read; kernel overhead the tiny op's time;
+each the fastest of its repeats.
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ class ProbeResult:
 
 
 def _timeit(fn, sync, reps: int, warmup: int = 2) -> float:
-    """Median seconds of ``reps`` calls after ``warmup``."""
+    """Fastest of ``reps`` calls after ``warmup`` (what the device can do: other programs only slow
+    a call down, and the kernel tables keep their fastest sample too)."""
     for _ in range(warmup):
         fn()
     times = []
@@ -85,8 +87,7 @@ def _timeit(fn, sync, reps: int, warmup: int = 2) -> float:
         fn()
         sync()
         times.append(time.perf_counter() - t)
-    times.sort()
-    return times[len(times) // 2]
+    return min(times)
 
 
 def device_name(device: str) -> str:

@@ -1,14 +1,20 @@
-"""`roofline validate`: counts, probes, timed grid, calibration and report, in that order.
+"""`roofline validate`: a kernel profile first, then held-out whole passes predicted, then measured.
 
-Every user mistake is a SpecError (one line, exit 2): no CUDA for --device cuda, a
-model too large for the device at full depth (with a --layers suggestion), bad
---layers or --dtype. A grid point that runs out of memory is skipped and said so;
+1. The kernel profile (validate/profile.py): probes and kernel tables measured on this
+   device, at the widths of the catalog's models except the ones validated here, with a
+   profile fitted to them, written as DIR/calibrated.yaml (usable as --hardware) beside
+   DIR/kernels/; or an existing one (--profile).
+2. For each held-out model (real widths, --layers depth) and dtype: the FLOP and KV count
+   checks (reference decoder), then prefill at B x T and decode steps at B x S, each
+   predicted with the base profile and with the kernel profile before it is timed.
+
+Whole passes only validate: nothing is fitted to them. Every user mistake is a SpecError
+(one line, exit 2); a grid point that runs out of memory is skipped and said so;
 measurements.csv is rewritten after every point, so an interrupted run keeps them.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -16,28 +22,32 @@ from pathlib import Path
 import numpy as np
 
 from calc.core.errors import SpecError
+from calc.core.files import atomic_write
 from calc.core.progress import Reporter
 from calc.core.units import GB, canonical_dtype
 from calc.spec.catalog import hardware_catalog, load_hardware
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
-from validate import calibrate as cal
-from validate.fitting import calibrate_run
-from validate.measurements import SEED, Row, predict_point, request_prediction, resolve_spec, write_rows
-from validate.timing import Point
+from validate.calibrate import error_stats, write_profile
+from validate.measurements import Row, predict_point, resolve_spec, write_rows
+from validate.timing import Point, check_device
 
+# held out of the kernel profile's shapes: a Llama-style GQA model (tied embeddings), a Qwen2-style
+# one (q/k/v biases, tied embeddings, narrow hidden, wide MLP) and a MoE (128 experts, top-8)
+HELD_OUT = ("llama-3.2-1b", "qwen2.5-0.5b", "qwen3-30b-a3b")
 GRIDS = {  # batches, prompt lengths (prefill), decode contexts
-    "default": ((1, 2, 4, 8), (16, 32, 64, 128, 256, 512), (16, 64, 256, 1024)),
-    "quick": ((1, 4), (16, 32, 64, 128, 256), (16, 64, 256, 512)),
+    "default": ((1, 4), (64, 256), (64, 256)),
+    "quick": ((1, 4), (64, 256), (64, 256)),
 }
-BUDGET_S = {"default": 150.0, "quick": 12.0}  # timing budget for the whole grid
-MAX_CALL_S = {"default": 2.0, "quick": 0.5}  # a point whose single call is slower is skipped
+BUDGET_S = {"default": 120.0, "quick": 40.0}  # timing budget for the whole grid of all models
+MAX_CALL_S = {"default": 5.0, "quick": 3.0}  # a point whose single call is slower is skipped
 ROUNDS = {"default": 3, "quick": 2}  # passes over the grid; each point's samples are pooled
+DEFAULT_LAYERS = 2
 
 
 @dataclass
 class Options:
-    model: str
+    models: tuple[str, ...]
     out: Path
     device: str = "cpu"
     layers: int | None = None
@@ -47,6 +57,7 @@ class Options:
     threads: int | None = None
     budget_s: float | None = None
     impl: str = "reference"  # or "hf": transformers' LlamaForCausalLM (validate/hf.py)
+    profile: str | None = None  # an existing kernel profile (skips stage 1)
 
     @property
     def mode(self) -> str:
@@ -58,33 +69,18 @@ class Run:
     """Everything a run produced (what report.py renders)."""
 
     opts: Options
-    spec: ModelSpec
+    specs: list[ModelSpec]
     base: HardwareSpec
+    kernel: HardwareSpec | None = None
     device_name: str = ""
-    threads: int = 0
+    threads: int | None = None
     rows: list[Row] = field(default_factory=list)
     counts: list = field(default_factory=list)
     probes: object = None
-    requests: list[dict] = field(default_factory=list)
-    fits: dict = field(default_factory=dict)
-    calibrated: HardwareSpec | None = None
     errors: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    profile_s: float = 0.0
     wall_s: float = 0.0
-
-
-def check_device(device: str):
-    try:
-        import torch
-    except ImportError:
-        raise SpecError("--device", None, "torch is not installed; pip install 'roofline[torch]'") from None
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise SpecError("--device", None, f"CUDA is not available (torch {torch.__version__}); "
-                                              "use --device cpu") from None
-    elif device != "cpu":
-        raise SpecError("--device", None, f"expected cpu or cuda, got {device!r}")
-    return torch
 
 
 def default_base(device: str, name: str) -> str | None:
@@ -115,7 +111,7 @@ def check_fits(spec: ModelSpec, dtypes, points: list[Point], device: str, availa
 
     widest = max(dtypes, key=lambda d: {"fp32": 4, "bf16": 2, "fp16": 2}.get(d, 2))
     B = max(p.batch for p in points)
-    n = max(max(p.size + 1 for p in points), SEED[1] + SEED[2])
+    n = max(p.size + 1 for p in points)
     act = 6 * B * max(p.size for p in points if p.phase == "prefill") * max(
         spec.hidden_size, spec.mlp.intermediate_size or 0) * 4.0
 
@@ -144,6 +140,19 @@ def _is_oom(exc: BaseException) -> bool:
         or "cannot allocate" in text or type(exc).__name__ == "OutOfMemoryError"
 
 
+def _builder(impl: str, spec: ModelSpec):
+    if impl == "hf":
+        from validate.hf import HFDecoder, llama_config
+
+        llama_config(spec)  # a SpecError for what transformers' Llama cannot express
+        return HFDecoder
+    if impl == "reference":
+        from validate.reference import build_decoder
+
+        return build_decoder
+    raise SpecError("--impl", None, f"expected reference or hf, got {impl!r}")
+
+
 class _Points:
     """The grid's progress: the bar's label while a point is timed, one logged line when it is done."""
 
@@ -168,108 +177,149 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
     from validate import counts as counts_mod
     from validate import probes as probes_mod
     from validate import timing
-    from validate.reference import build_decoder
 
     dtypes = tuple(dict.fromkeys(canonical_dtype(d) for d in opts.dtypes))
     bad = [d for d in dtypes if d not in ("fp32", "bf16", "fp16")]
-    if bad:
-        raise SpecError("--dtype", None, f"the reference decoder runs fp32, bf16 or fp16, not {', '.join(bad)}")
-    spec = resolve_spec(opts.model, opts.layers)
-    if opts.impl == "hf":
-        from validate.hf import HFDecoder, llama_config
-
-        llama_config(spec)  # a SpecError now, not after the probes
-        builder = HFDecoder
-    elif opts.impl == "reference":
-        builder = build_decoder
-    else:
-        raise SpecError("--impl", None, f"expected reference or hf, got {opts.impl!r}")
-    device = opts.device
-    cuda = device.startswith("cuda")
-    threads = opts.threads or (torch.get_num_threads() if cuda else max(1, (os.cpu_count() or 2) // 2))
-    if not cuda:
-        torch.set_num_threads(threads)
+    if bad or not dtypes:
+        raise SpecError("--dtype", None, f"the reference decoder runs fp32, bf16 or fp16, not {', '.join(bad) or 'none'}")
+    if not opts.models:
+        raise SpecError("--model", None, "name at least one model to validate")
+    specs = [resolve_spec(m, opts.layers or min(DEFAULT_LAYERS, _depth(m))) for m in opts.models]
+    builders = {}
+    for spec in specs:
+        try:
+            builders[spec.name] = _builder(opts.impl, spec)
+        except SpecError:
+            if opts.impl != "hf" or len(specs) == 1:
+                raise
+    device, cuda = opts.device, opts.device.startswith("cuda")
+    if opts.threads is not None:
+        if cuda:
+            raise SpecError("--threads", None, "sets CPU threads; it does not apply to --device cuda")
+        torch.set_num_threads(opts.threads)
+    threads = None if cuda else torch.get_num_threads()  # torch's default unless --threads
     name = probes_mod.device_name(device)
-    points = grid(spec, opts.mode, dtypes)
-    check_fits(spec, dtypes, points, device, probes_mod.available_bytes(device))
+    points = {s.name: grid(s, opts.mode, dtypes) for s in specs}
+    avail = probes_mod.available_bytes(device)
+    for s in specs:
+        check_fits(s, dtypes, points[s.name], device, avail)
     base_ref = opts.hardware or default_base(device, name)
+    kernel_hw = load_hardware(opts.profile) if opts.profile else None
+    if kernel_hw is not None and not kernel_hw.kernel_set:
+        raise SpecError("--profile", None, f"{opts.profile} points to no kernel tables (make one with roofline profile)")
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
-    say(f"roofline validate: {spec.name} ({spec.num_layers} layers) on {device} ({name}), "
-        f"{threads} threads, dtypes {', '.join(dtypes)}, {opts.mode} grid -> {out}")
+    say(f"roofline validate: {', '.join(s.name for s in specs)} on {device} ({name})"
+        f"{f', {threads} threads' if threads else ''}, dtypes {', '.join(dtypes)}, {opts.mode} grid -> {out}")
 
-    # 1. probes -> the measured profile (and the base, if the catalog has none for this device)
-    probe = probes_mod.run_probes(device, quick=True)
-    measured = probes_mod.measured_profile(probe)
-    cal.write_profile(measured, out / "probes.yaml", "Measured by roofline validate's probes: peaks are achieved.")
-    base = load_hardware(base_ref) if base_ref else measured
-    state = Run(opts, spec, base, name, threads, probes=probe)
-    if not base_ref:
+    # 1. the kernel profile (never sees the held-out models' widths)
+    state = Run(opts, specs, load_hardware(base_ref) if base_ref else None, kernel_hw, name, threads)
+    if kernel_hw is None:
+        from validate.profile import run_profile
+
+        held = tuple(m for m in opts.models) + tuple(s.name.split("@")[0] for s in specs)
+        kernel_hw, path, probe, state.profile_s = run_profile(device, out, opts.threads, opts.quick, dtypes, held,
+                                                              say, filename="calibrated.yaml")
+        state.kernel, state.probes = kernel_hw, probe
+        write_profile(probes_mod.measured_profile(probe), out / "probes.yaml",
+                      "Measured by roofline validate's probes: peaks are achieved.")
+        say(f"kernel profile: {path} ({len(kernel_hw.kernel_tables)} tables, {state.profile_s:.0f} s)")
+    else:
+        # the tables come along into DIR/kernels/, so the run's folder moves as one
+        src = Path(opts.profile).resolve().parent
+        (out / "kernels").mkdir(exist_ok=True)
+        rel = []
+        for k in kernel_hw.kernel_tables:
+            path = Path(k) if Path(k).is_absolute() else src / k
+            atomic_write(out / "kernels" / path.name, path.read_bytes())
+            rel.append(f"kernels/{path.name}")
+        write_profile(kernel_hw.model_copy(update={"kernel_tables": rel}), out / "calibrated.yaml",
+                      f"The kernel profile {opts.profile}, as validated here (its tables copied into kernels/)")
+        state.notes.append(f"kernel profile: {opts.profile} (given with --profile)")
+    if state.base is None:
+        state.base = load_hardware(str(out / "probes.yaml")) if (out / "probes.yaml").exists() else kernel_hw
         state.notes.append(f"no catalog profile for {name}: the probes' measured profile is the base")
     if opts.impl == "hf":
         state.notes.append("timed transformers' LlamaForCausalLM (StaticCache, SDPA, logits_to_keep=1); the FLOP "
                            "and KV checks run on the reference decoder (roofline validate without --impl)")
-    say(f"base profile {base.name}; probes: " + "; ".join(probe.lines()[1:3]) + " ...")
-    (out / "model.yaml").write_text(cal.yaml.safe_dump(spec.model_dump(mode="json", exclude_none=True),
-                                                       sort_keys=False))
+        for s in specs:
+            if s.name not in builders:
+                state.notes.append(f"{s.name}: skipped, transformers' Llama cannot express it")
+
+    # 2. held-out whole passes: predicted with both profiles, then measured
     csv_path = out / "measurements.csv"
+    todo = [s for s in specs if s.name in builders]
+    n_points = sum(len(points[s.name]) for s in todo)
     budget = opts.budget_s or BUDGET_S[opts.mode]
-    per_point = budget / max(len(points), 1)
-    max_call = MAX_CALL_S[opts.mode]
+    per_point = budget / max(n_points, 1)
     sync = timing.synchronizer(device)
-    bar = _Points(progress if progress is not None else Reporter(), len(points))
-    meta = {"model": spec.name, "layers": spec.num_layers, "device": device, "threads": threads}
-    max_len = max(max(p.size + 1 for p in points), SEED[1] + SEED[2])
-    splits = dict(zip(points, cal.split(points), strict=True))
+    bar = _Points(progress if progress is not None else Reporter(), n_points)
     try:
-        for d in dtypes:
-            mine = [p for p in points if p.dtype == d]
-            try:
-                model = builder(spec, max_len, d, device)
-            except Exception as exc:  # noqa: BLE001 - OOM while building: skip the dtype
-                if not _is_oom(exc):
-                    raise
-                say(f"out of memory building {spec.name} at {d}: skipped {len(mine)} points (try --layers)")
-                state.rows += [Row(**meta, point=p, split=splits[p], status="oom") for p in mine]
-                bar.finish(None, len(mine))
-                continue
-            # 2. counts (FLOPs and KV bytes) on the same model (the reference decoder's structure)
-            if opts.impl == "reference":
-                rep = counts_mod.check_counts(spec, d, device, batch=2, prompt_len=min(32, spec.max_context - 3),
-                                              decode_steps=3, decoder=model)
-                state.counts.append(rep)
-                for line in rep.lines():
-                    say(f"  count {d}: {line}")
-            # 3. the seed experiment (a whole request), prediction first; skipped when long
-            if _request_fits(spec, base, d, budget / len(dtypes) / 4):
-                state.requests.append(_request(model, spec, base, d, device, opts.quick, say))
-            else:
-                say(f"  request {d}: skipped (its predicted time exceeds a quarter of the budget)")
-            # 4. the grid, in rounds (a slow spell of the machine spreads over every point)
-            state.rows += _measure_grid(model, spec, base, mine, splits, meta, sync, per_point, max_call,
-                                        ROUNDS[opts.mode], bar, csv_path, state.rows, device, threads, torch, say)
-            del model
-            if cuda:
-                torch.cuda.empty_cache()
+        for spec in todo:
+            meta = {"model": spec.name, "layers": spec.num_layers, "device": device, "threads": threads or 0}
+            max_len = max(p.size + 1 for p in points[spec.name])
+            for d in dtypes:
+                mine = [p for p in points[spec.name] if p.dtype == d]
+                try:
+                    model = builders[spec.name](spec, max_len, d, device)
+                except Exception as exc:  # noqa: BLE001 - OOM while building: skip the dtype
+                    if not _is_oom(exc):
+                        raise
+                    say(f"out of memory building {spec.name} at {d}: skipped {len(mine)} points (try --layers)")
+                    state.rows += [Row(**meta, point=p, split="held-out", status="oom") for p in mine]
+                    bar.finish(None, len(mine))
+                    continue
+                if opts.impl == "reference":
+                    rep = counts_mod.check_counts(spec, d, device, batch=2, prompt_len=min(32, spec.max_context - 3),
+                                                  decode_steps=3, decoder=model)
+                    state.counts.append((spec.name, rep))
+                    say(f"  counts {spec.name} {d}: {'ok' if rep.ok else 'MISMATCH'}")
+                state.rows += _measure_grid(model, spec, state.base, kernel_hw, mine, meta, sync, per_point,
+                                            MAX_CALL_S[opts.mode], ROUNDS[opts.mode], bar, csv_path, state.rows,
+                                            device, threads, torch, say)
+                del model
+                if cuda:
+                    torch.cuda.empty_cache()
     except KeyboardInterrupt:
         write_rows(csv_path, state.rows)
         say(f"interrupted: {len(state.rows)} points kept in {csv_path}")
         raise
-    # 5. calibration, then every prediction again through calc with the written profile
-    calibrate_run(state, ko_prior=probe.kernel_overhead_s)
     write_rows(csv_path, state.rows)
+    state.errors = errors_of(state.rows)
     state.wall_s = time.perf_counter() - t_start
     return state
 
 
-def _measure_grid(model, spec, base, points, splits, meta, sync, per_point, max_call, rounds, bar, csv_path,
+def _depth(ref: str) -> int:
+    from calc.spec.catalog import load_model
+
+    return load_model(ref).num_layers
+
+
+def errors_of(rows: list[Row]) -> dict:
+    """|relative error| stats with the base and the kernel profile: per (model, dtype, phase), and per
+    (dtype, phase) and phase over every model (keys with "all" in place of model / dtype)."""
+    groups: dict[tuple, list[Row]] = {}
+    for r in rows:
+        if r.status == "ok" and r.measured_s:
+            for key in ((r.model, r.point.dtype, r.point.phase), ("all", r.point.dtype, r.point.phase),
+                        ("all", "all", r.point.phase)):
+                groups.setdefault(key, []).append(r)
+    return {k: {"base": error_stats([r.predicted_default_s for r in v], [r.measured_s for r in v]),
+                "kernel": error_stats([r.predicted_calibrated_s for r in v], [r.measured_s for r in v]),
+                "kernel_fastest": error_stats([r.predicted_calibrated_s for r in v], [r.min_s for r in v])}
+            for k, v in groups.items()}
+
+
+def _measure_grid(model, spec, base, kernel, points, meta, sync, per_point, max_call, rounds, bar, csv_path,
                   done_rows, device, threads, torch, say) -> list[Row]:
     """Time ``points`` (one dtype) in ``rounds`` passes over the grid; each point's samples from all
-    rounds are pooled. The prediction is printed before the last round's measurement."""
+    rounds are pooled. Both predictions are made, and printed, before the last round's measurement."""
     rows = {}
     for p in points:
         pred, bound = predict_point(spec, base, p)
-        rows[p] = Row(**meta, point=p, split=splits[p], predicted_default_s=pred, bound_default=bound)
+        rows[p] = Row(**meta, point=p, split="held-out", predicted_default_s=pred, bound_default=bound,
+                      predicted_calibrated_s=predict_point(spec, kernel, p)[0])
     pooled: dict[Point, list] = {p: [] for p in points}
     dead: dict[Point, str] = {}
     for rnd in range(rounds):
@@ -287,7 +337,8 @@ def _measure_grid(model, spec, base, points, splits, meta, sync, per_point, max_
                     dead.setdefault(p, "oom")
                 say(f"out of memory allocating the KV cache for batch {b}: its points skipped")
             for p in mine:
-                head = f"{p.label:<30s} predicted {rows[p].predicted_default_s * 1e3:9.3f} ms"
+                head = (f"{spec.name} {p.label:<30s} predicted base {rows[p].predicted_default_s * 1e3:9.3f} ms, "
+                        f"kernels {rows[p].predicted_calibrated_s * 1e3:9.3f} ms")
                 if last:
                     bar.timing(head)
                 if p not in dead:
@@ -305,7 +356,7 @@ def _measure_grid(model, spec, base, points, splits, meta, sync, per_point, max_
                         rows[p] = rows[p].timed(t)
                         flags = t.flags()
                         bar.finish(f"{head} -> measured {t.median_s * 1e3:9.3f} ms "
-                                   f"({100 * (rows[p].predicted_default_s / t.median_s - 1):+6.1f}%)"
+                                   f"({100 * (rows[p].predicted_calibrated_s / t.median_s - 1):+6.1f}%)"
                                    + (f"  [{'; '.join(flags)}]" if flags else ""))
                     write_rows(csv_path, done_rows + [rows[q] for q in points if q in dead or
                                                       rows[q].status == "ok"])
@@ -348,32 +399,6 @@ def _time_point(model, spec, p: Point, sync, budget, max_call, device, threads, 
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
         return "oom"
-
-
-def _request_fits(spec, base, dtype, budget_s: float) -> bool:
-    """Whether the request experiment (warm-ups included, the base profile's prediction x 4) fits ``budget_s``;
-    always for the seed model."""
-    if spec.name.split("@")[0] == "tiny-decoder":
-        return True
-    p = request_prediction(spec, base, dtype)
-    return 4 * 4 * (p["ttft_s"] + (SEED[2] - 1) * p["tpot_s"]) < budget_s
-
-
-def _request(model, spec, base, dtype, device, quick, say) -> dict:
-    from validate.timing import seed_request
-
-    B, T, G = SEED
-    pred = request_prediction(spec, base, dtype)
-    label = "seed experiment" if spec.name.split("@")[0] == "tiny-decoder" else "request"
-    say(f"  {label} {dtype} prompt [{B},{T}], {G} tokens: predicted TTFT {pred['ttft_s'] * 1e3:.3f} ms, "
-        f"TPOT {pred['tpot_s'] * 1e3:.3f} ms ...")
-    model.setup(B, next(model.parameters()).dtype, device, max_len=T + G - 1)
-    got = seed_request(model, B, T, G, spec.vocab_size, device, warmup=1 if quick else 3)
-    say(f"  {label} {dtype}: measured TTFT {got['ttft_s'] * 1e3:.3f} ms, first decode "
-        f"{got['first_decode_s'] * 1e3:.3f} ms, TPOT median {got['tpot_median_s'] * 1e3:.3f} ms; "
-        f"generated {got['generated_shape']}, final KV (layer 0) {got['kv_shape']}")
-    return {"label": label, "dtype": dtype, "batch": B, "prompt_len": T, "output_len": G, "measured": got,
-            "predicted_default": pred}
 
 
 __all__ = ["Options", "Run", "run"]

@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from calc.core.errors import SpecError
+
 # torch is imported inside the functions that run passes: Point and Timing serve torch-free
 # code too (measurements.csv, `roofline calibrate`).
 MIN_SAMPLE_S = 1e-3
@@ -93,6 +95,20 @@ class Timing:
 
 ADVICE = ("unstable timings: close other programs, keep --threads fixed (and below the core count), "
           "or rerun with a longer budget; on GPU, lock clocks if you can")
+
+
+def check_device(device: str):
+    try:
+        import torch
+    except ImportError:
+        raise SpecError("--device", None, "torch is not installed; pip install 'roofline[torch]'") from None
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise SpecError("--device", None, f"CUDA is not available (torch {torch.__version__}); "
+                                              "use --device cpu") from None
+    elif device != "cpu":
+        raise SpecError("--device", None, f"expected cpu or cuda, got {device!r}")
+    return torch
 
 
 def synchronizer(device: str) -> Callable[[], None]:

@@ -51,7 +51,8 @@ def ops_records(model, hw, phase, batch, seq_len, setup: Setup = DEFAULT) -> tup
             "time_s": float(t.time_s),
             "total_time_s": float(t.total_time_s),
             "share": float(t.total_time_s) / total_time if total_time > 0 else 0.0,
-            "bound": "communication" if op.kind == "comm" else "compute" if bool(t.compute_bound) else "memory",
+            "bound": "measured" if t.measured_s is not None else "communication" if op.kind == "comm"
+            else "compute" if bool(t.compute_bound) else "memory",
             "comm_bytes": float(op.comm_bytes),
             "overlappable": op.overlappable,
         })

@@ -15,6 +15,7 @@ from calc.core.errors import SpecError
 from calc.core.units import MB, MICRO
 from calc.spec.engine import EngineSpec
 from calc.spec.hardware import HardwareSpec
+from calc.spec.kernel_tables import KernelSet
 from calc.spec.kernels import KernelCurves
 from calc.spec.model import ModelSpec
 
@@ -57,24 +58,27 @@ class Efficiency:
             if key == name:
                 return n
         return op.kernels
+    tables: KernelSet | None = None  # measured kernel tables: they time the operators they cover
 
     @classmethod
     def of(cls, hw: HardwareSpec, ideal: bool = False) -> Efficiency:
         """The profile's efficiencies with its engine preset (``hw.preset``) applied on top;
-        ideal (or the "ideal" preset): none at all. The one place a preset is applied."""
+        ideal (or the "ideal" preset): none at all. The one place a preset is applied. The
+        profile's measured kernel tables come along (not when ideal: --ideal is the pure roofline)."""
         if ideal:
             return cls()
         e = hw.efficiency
         top = cls(e.compute, e.memory, hw.kernel_overhead_s, hw.step_overhead_s, e.attention,
                   gemm_m_half=e.gemm_m_half, memory_half_bytes=e.memory_half_mb * MB, curves=e.kernels,
-                  fitted_collectives=True)
+                  fitted_collectives=True, tables=hw.kernel_set or None)
         over = []
         for dtype, d in e.by_dtype.items():
             pick = lambda v, default: default if v is None else v  # noqa: E731
             over.append((dtype, replace(top, compute=pick(d.compute, top.compute), memory=pick(d.memory, top.memory),
                                         kernel_overhead_s=pick(d.kernel_overhead_us, e.kernel_overhead_us) * MICRO,
                                         step_overhead_s=pick(d.step_overhead_us, e.step_overhead_us) * MICRO,
-                                        attention=pick(d.attention, top.attention))))
+                                        attention=pick(d.attention, top.attention),
+                                        gemm_m_half=pick(d.gemm_m_half, top.gemm_m_half))))
         top = replace(top, by_dtype=tuple(over))
         return top if hw.preset is None else top.under(hw.preset)
 

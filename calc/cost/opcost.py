@@ -12,6 +12,8 @@ from typing import Literal
 
 import numpy as np
 
+from calc.cost.calls import KernelCall
+
 OpKind = Literal["linear", "attention", "other", "comm"]  # which FLOP count an operator adds to
 Peak = Literal["matmul", "attention", "vector", "link"]  # which roof bounds it
 Phase = Literal["prefill", "decode"]
@@ -47,6 +49,7 @@ class OpCost:
     kernels: float = 1.0
     peak: Peak = "matmul"
     overlappable: bool = False
+    calls: tuple[KernelCall, ...] = ()  # the kernels a measured table times (empty: none tabulated)
 
     @cached_property
     def flops(self) -> np.ndarray:

@@ -19,6 +19,7 @@ from dataclasses import replace
 import numpy as np
 
 from calc.core.units import DTYPE_BYTES
+from calc.cost.calls import KernelCall, attention_calls, expert_calls
 from calc.cost.dtypes import Dtypes
 from calc.cost.opcost import OpCost, Pass
 from calc.cost.parallel import SINGLE, Parallel, all_to_all, kv_heads_per_gpu, ring_allreduce
@@ -49,6 +50,7 @@ def _linear(name, layers, tokens, k_in, n_out, dt: Dtypes, bias=False, weight_pa
         act_write_bytes=tokens * n_out * a,
         rows=np.asarray(tokens, dtype=float), in_features=float(k_in), out_features=float(n_out),
         kernels=kernels,
+        calls=(KernelCall("matmul", (("M", tokens), ("K", k_in), ("N", n_out)), kernels),),
     )
 
 
@@ -129,8 +131,9 @@ def standard_attention_ops(model: ModelSpec, ps: Pass, dt: Dtypes, layers: int, 
     if model.position_embedding == "rope":
         e = tok * (Hq + Hkv) * D
         ops.append(_elementwise("rope" + suffix, layers, e, e, ROPE_FLOPS, dt))
-    ops.append(_attention_core("attention" + suffix, layers, ps, window, Hq, D, D, 2 * Hkv * D,
-                               Hq * D + 2 * Hkv * D, Hq * D, dt, kernel))
+    ops.append(replace(_attention_core("attention" + suffix, layers, ps, window, Hq, D, D, 2 * Hkv * D,
+                                       Hq * D + 2 * Hkv * D, Hq * D, dt, kernel),
+                       calls=attention_calls(ps, window, Hq, Hkv, D)))
     ops.append(_linear("o_proj" + suffix, layers, tok, Hq * D, H, dt, bias=a.o_bias))
     return ops
 
@@ -232,6 +235,7 @@ def moe_ops(model: ModelSpec, tok, dt: Dtypes, layers: int, par: Parallel) -> li
         rows=routed_tok / np.maximum(touched, 1e-9),  # tokens per expert GEMM
         in_features=float(H), out_features=float(Fe),
         kernels=3.0,
+        calls=expert_calls(model, routed_tok / np.maximum(touched, 1e-9), H, Fe, touched, a, tok * k / par.ep),
     )
     ops = [
         _linear("moe.router", layers, tok, H, E, dt, bias=m.router_bias),
@@ -309,7 +313,8 @@ def comm_ops(model: ModelSpec, ps: Pass, dt: Dtypes, par: Parallel) -> list[OpCo
         n_moe = int(model.moe_layers.sum()) if par.ep > 1 else 0
         per_layer = 2 if model.mlp.kind != "none" else 1
         ops.append(OpCost("tp.allreduce", "comm", L * per_layer - n_moe + 1, comm_bytes=sent, comm_hops=hops,
-                          collective="allreduce", message_bytes=message, group=par.tp, peak="link"))
+                          collective="allreduce", message_bytes=message, group=par.tp, peak="link",
+                          calls=(KernelCall("collective", (("bytes", message), ("world", par.tp)), op="all_reduce"),)))
         logits = ps.logit_rows * model.vocab_size / par.tp * 4.0
         ops.append(OpCost("tp.logits_gather", "comm", 1, comm_bytes=logits * (par.tp - 1),
                           comm_hops=float(par.tp - 1), collective="gather", message_bytes=logits, group=par.tp,

@@ -5,6 +5,8 @@ time(op) = max(FLOPs / (peak * compute_eff), bytes / (bandwidth * memory_eff))
            (matmuls: compute_eff x M / (M + m_half); each kernel's stream efficiency
             x bytes / (bytes + half): small GEMMs and small transfers fall short of peak)
            collectives: calc.cost.parallel.collective_time (by algorithm where fitted)
+time(op)   = max(table time, FLOPs / peak, bytes / bandwidth)   where the profile's kernel
+           tables time every kernel of the op (calc.cost.kernels; "measured"), before curves
 time(pass) = sum over operators + step_overhead
 
 Attention operators use both efficiencies times the profile's attention share; a
@@ -13,7 +15,8 @@ with kernel curves fitted to measured kernels (efficiency.kernels) times GEMMs, 
 and streaming kernels by those instead (calc.cost.curves), plus kernels * the preset's
 launch cost. ``kernels`` is the engine's kernel set's count for the operator.
 
-"bound" is whichever of the two terms won. Intensity is FLOPs / bytes.
+"bound" is whichever of the two terms won, or "measured" when tables gave most of the
+pass's time. Intensity is FLOPs / bytes.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import numpy as np
 from calc.cost.curves import curve_terms
 from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
+from calc.cost.kernels import measured_time
 from calc.cost.opcost import STREAMS, OpCost, accumulate, total
 from calc.cost.parallel import NO_LINK, Link, collective_time
 from calc.spec.hardware import HardwareSpec
@@ -52,9 +56,12 @@ class OpTime:
     memory_s: np.ndarray
     overhead_s: np.ndarray
     comm_s: np.ndarray = np.float64(0.0)
+    measured_s: np.ndarray | None = None  # from a kernel table (clamped to the roofs); None: modelled
 
     @cached_property
     def time_s(self) -> np.ndarray:
+        if self.measured_s is not None:
+            return self.measured_s + self.comm_s
         return np.maximum(self.compute_s, self.memory_s) + self.overhead_s + self.comm_s
 
     @property
@@ -73,6 +80,10 @@ class OpTime:
 
 def op_time(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, link: Link = NO_LINK) -> OpTime:
     """Roofline terms of one operator; ``link`` is the split's scale-up link (calc.cost.parallel)."""
+    if eff.tables is not None:
+        t = measured_time(op, dt, eff.tables)
+        if t is not None:
+            return _measured(op, hw, dt, t, link)
     if op.kind == "comm":
         if not eff.fitted_collectives and link.collectives is not None:
             link = replace(link, collectives=None)
@@ -96,6 +107,16 @@ def op_time(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, link: Lin
     memory = moved / (hw.memory_bandwidth_bytes_per_s * eff.memory * share)
     overhead = np.float64(kernels * eff.kernel_overhead_s)
     return OpTime(op, compute, memory, overhead)
+
+
+def _measured(op: OpCost, hw: HardwareSpec, dt: Dtypes, t: np.ndarray, link: Link) -> OpTime:
+    """A table's time, never faster than the roofs at unit efficiency (the profile's peaks)."""
+    z = np.float64(0.0)
+    if op.kind == "comm":
+        return OpTime(op, z, z, z, np.maximum(t, op.comm_bytes / link.bandwidth_bytes_per_s), measured_s=z)
+    compute = op.flops / peak_for(hw, dt, op.peak)
+    memory = op.bytes / hw.memory_bandwidth_bytes_per_s
+    return OpTime(op, compute, memory, z, measured_s=np.maximum(t, np.maximum(compute, memory)))
 
 
 @dataclass(frozen=True)
@@ -173,6 +194,11 @@ class PhaseCost:
         """The phase is compute-bound when its operators' compute terms outweigh memory terms."""
         return self.compute_s >= self.memory_s
 
+    @cached_property
+    def measured_s(self) -> np.ndarray:
+        """Time the profile's kernel tables gave (included in time_s)."""
+        return accumulate(t.time_s * t.op.layers for t in self.ops if t.measured_s is not None)
+
     @property
     def bound_code(self) -> np.ndarray:
         """Index into BOUNDS: 0 compute, 1 memory, 2 communication (collectives outweigh both)."""
@@ -181,8 +207,9 @@ class PhaseCost:
 
     @property
     def bound(self):
-        """compute, memory, or communication when collectives outweigh both."""
-        return BOUNDS[self.bound_code]
+        """compute, memory, or communication when collectives outweigh both; "measured" when
+        kernel tables gave more than half of the pass's time."""
+        return np.where(self.measured_s > 0.5 * self.time_s, "measured", BOUNDS[self.bound_code])
 
 
 def phase_cost(ops: list[OpCost], hw: HardwareSpec, dt: Dtypes, eff: Efficiency,

@@ -84,6 +84,8 @@ def estimate_records(est: Estimate, spec: SpecEstimate | None = None) -> list[di
             "attention": est.attention,
             "ideal": est.ideal,
             "calibrated": hw.calibration is not None,
+            "kernel_tables": len(hw.kernel_set) if not est.ideal else 0,
+            "threads": hw.threads,
             "tp": est.parallel.tp,
             "pp": est.parallel.pp,
             "ep": est.parallel.ep,
@@ -150,6 +152,8 @@ def estimate_text(rec: dict) -> str:
             f"output {rec['output_len']}; weights {rec['weight_dtype']}, KV {rec['kv_dtype']}, "
             f"compute {rec['compute_dtype']}, attention {rec['attention']}"
             + (", ideal roofline" if rec["ideal"] else "") + (", calibrated profile" if rec["calibrated"] else "")
+            + (f", {rec['kernel_tables']} measured kernel tables" if rec.get("kernel_tables") else "")
+            + (f" (a CPU profile at {rec['threads']} threads)" if rec.get("threads") else "")
             + (f"; TP {rec['tp']} x PP {rec['pp']}" + (f", EP {rec['ep']}" if rec["ep"] > 1 else "")
                + f" = {rec['gpus']} GPUs (times and memory per GPU)" if rec["gpus"] > 1 or rec["ep"] > 1 else ""))
     rows = []

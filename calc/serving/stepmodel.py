@@ -145,7 +145,9 @@ def _fit_phase(model, hw, dt, eff, attention, par, phase, rng, verify_k: int = 0
     cols = []
     for t in cost.ops:
         L = t.op.layers
-        cols += [ones * t.compute_s * L, ones * t.memory_s * L]
+        # a time from a kernel table stands for both terms (its roofs clamp it already)
+        c, m = (t.compute_s, t.memory_s) if t.measured_s is None else (t.measured_s, t.measured_s)
+        cols += [ones * c * L, ones * m * L]
     # An all-reduce's algorithm depends on its message (calc.cost.parallel): the model keeps
     # one per operator, the fastest at the median sampled step, so its time stays affine.
     comm_t = [_affine_comm(t, lk, eff) for t in cost.ops]

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from calc.core.errors import SpecError, suggest
 from calc.spec.hardware import HardwareSpec
+from calc.spec.kernel_tables import load_kernel_tables
 from calc.spec.model import ModelSpec
 from calc.spec.yamlio import build, read_yaml
 
@@ -100,7 +101,11 @@ def _load_model_path(path: Path, mtime_ns: int = 0) -> ModelSpec:
 
 @lru_cache(maxsize=256)
 def _load_hardware_path(path: Path, mtime_ns: int = 0) -> HardwareSpec:
-    return build(HardwareSpec, read_yaml(path), path)
+    """A profile and the kernel tables it names (paths relative to its folder)."""
+    hw = build(HardwareSpec, read_yaml(path), path)
+    if hw.kernel_tables:
+        hw = hw.with_kernels(load_kernel_tables(hw.kernel_tables, path.parent, path, hw.kind))
+    return hw
 
 
 def _resolve(ref: str, kind: str, catalog: dict[str, Path], load_path):

@@ -15,6 +15,7 @@ from pydantic import Field, PrivateAttr, field_validator
 from calc.core.errors import SpecError
 from calc.core.units import GB, MICRO, TB, TERA, canonical_dtype
 from calc.spec.engine import EngineSpec, load_engine
+from calc.spec.kernel_tables import KernelSet
 from calc.spec.kernels import Collectives, KernelCurves
 from calc.spec.model import _Spec
 
@@ -57,6 +58,7 @@ class DtypeEfficiency(_Spec):
     attention: float | None = Field(default=None, gt=0, le=1)
     kernel_overhead_us: float | None = Field(default=None, ge=0)
     step_overhead_us: float | None = Field(default=None, ge=0)
+    gemm_m_half: float | None = Field(default=None, ge=0)
 
 
 class ProfileEfficiency(_Spec):
@@ -123,6 +125,12 @@ class HardwareSpec(_Spec):
     efficiency: ProfileEfficiency = ProfileEfficiency()
     collectives: Collectives | None = None  # fitted all-reduce / all-to-all / send costs
     calibration: dict | None = None
+    # CPU threads the profile describes (its kernels ran with this many); None: not stated
+    threads: int | None = Field(default=None, ge=1)
+    # measured kernel tables (calc/spec/kernel_tables.py), paths relative to this profile's folder
+    kernel_tables: list[str] = Field(default_factory=list)
+    # The tables themselves, read when the profile is loaded from its file (calc.spec.catalog)
+    _kernel_set: KernelSet = PrivateAttr(default_factory=KernelSet)
     # The engine preset in effect, resolved from efficiency.engine when the spec is built
     # (or set by with_engine): cost code receives it as a value and reads no files.
     _preset: EngineSpec | None = PrivateAttr(default=None)
@@ -150,6 +158,18 @@ class HardwareSpec(_Spec):
         preset = load_engine(engine) if isinstance(engine, str) else engine
         out = self.model_copy(update={"efficiency": self.efficiency.model_copy(update={"engine": preset.name})})
         out._preset = preset
+        return out
+
+    @property
+    def kernel_set(self) -> KernelSet:
+        """The measured kernel tables this profile carries (empty: the analytical model alone)."""
+        return self._kernel_set
+
+    def with_kernels(self, tables: KernelSet) -> HardwareSpec:
+        """This profile carrying ``tables`` (read by the spec layer; the cost layer gets them as a value)."""
+        out = self.model_copy()
+        out._preset = self._preset
+        out._kernel_set = tables
         return out
 
     @field_validator("peak_tflops")

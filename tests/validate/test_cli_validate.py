@@ -1,4 +1,4 @@
-"""`roofline validate` and `roofline calibrate` end to end, and their exit-2 paths."""
+"""`roofline profile`, `validate` and `calibrate` end to end, and their exit-2 paths."""
 
 import csv
 import json
@@ -30,55 +30,92 @@ def test_import_validate_is_light():
     assert out.stdout.strip() == "False"
 
 
+TINY_GRIDS = {  # the smallest grid of every table: seconds, not minutes
+    "matmul": {"M": [1, 16], "K": [64, 256], "N": [64, 512]},
+    "attention_prefill": {"B": [1, 2], "T": [16, 64], "Hq": [4], "Hkv": [2, 4], "D": [32]},
+    "attention_decode": {"B": [1, 2], "S": [16, 64], "Hq": [4], "Hkv": [2, 4], "D": [32]},
+    "stream": {"bytes": [4096.0, 262144.0]},
+    "embedding": {"rows": [1, 64]},
+    "sample": {"rows": [1, 4]},
+}
+
+
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
+def profile_dir(tmp_path_factory):
+    """`roofline profile` with the grids cut to TINY_GRIDS."""
+    from validate import kernels
+
+    out = tmp_path_factory.mktemp("p") / "prof"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "grids", lambda quick, cuda, exclude: TINY_GRIDS)
+        r = runner.invoke(app, ["profile", "--device", "cpu", "--quick", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def quick_run(profile_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("v") / "tiny"
-    r = runner.invoke(app, ["validate", "--device", "cpu", "--model", "tiny-decoder", "--quick", "--budget", "6",
-                            "--out", str(out)])
+    r = runner.invoke(app, ["validate", "--device", "cpu", "--model", "tiny-decoder", "--quick", "--budget", "4",
+                            "--profile", str(profile_dir / "profile.yaml"), "--out", str(out)])
     return r, out
+
+
+def test_profile_writes_tables_and_a_profile_within_the_measured_roofs(profile_dir):
+    hw = load_hardware(str(profile_dir / "profile.yaml"))
+    names = sorted(p.name for p in (profile_dir / "kernels").iterdir())
+    assert len(names) == len(hw.kernel_tables) == len(hw.kernel_set) == 2 * 9  # 9 tables (4 streams) per dtype
+    assert "matmul-fp32.yaml" in names and "stream-norm-bf16.yaml" in names
+    assert hw.threads == torch.get_num_threads()
+    probes = hw.calibration["probes"]
+    assert hw.memory_bandwidth_tb_s * 1e12 >= max(probes["copy_bytes_per_s"], probes["read_bytes_per_s"]) * 0.999
+    for e in [hw.efficiency, *hw.efficiency.by_dtype.values()]:
+        for v in (e.compute, e.memory, e.attention):
+            assert v is None or 0 < v <= 1
+    t = hw.kernel_set.find("matmul", "fp32")
+    assert t.provenance.software["torch"] == torch.__version__ and t.provenance.threads == hw.threads
+    r = runner.invoke(app, ["estimate", "-m", "tiny-decoder", "--hardware", str(profile_dir / "profile.yaml"),
+                            "--format", "json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["kernel_tables"] == 18 and d["threads"] == hw.threads and d["decode"]["bound"] == "measured"
+
+
+def test_calibrate_refits_curves_from_a_kernel_folder(profile_dir, tmp_path):
+    target = tmp_path / "sub" / "refit.yaml"
+    target.parent.mkdir()
+    r = runner.invoke(app, ["calibrate", "--kernels", str(profile_dir), "--hardware", "cpu-generic-2core",
+                            "--out", str(target)])
+    assert r.exit_code == 0, r.output
+    hw = load_hardware(str(target))
+    assert hw.name == "cpu-generic-2core-kernels" and len(hw.kernel_set) == 18
+    assert all(k.startswith("../") for k in hw.kernel_tables)  # relative to the profile's own folder
+    assert hw.memory_bandwidth_tb_s >= 0.02 and hw.peak_tflops["fp32"] >= 0.16  # never below the base's roofs
+
+
+def test_calibrate_without_tables_exits_2(tmp_path):
+    r = runner.invoke(app, ["calibrate", "--kernels", str(tmp_path), "--hardware", "cpu-generic-2core",
+                            "--out", str(tmp_path / "p.yaml")])
+    assert r.exit_code == 2 and "no kernel tables" in r.output
 
 
 def test_quick_validate_writes_everything(quick_run):
     r, out = quick_run
     assert r.exit_code == 0, r.output
-    for name in ("measurements.csv", "counts.json", "calibrated.yaml", "report.md", "scatter.png", "probes.yaml",
-                 "model.yaml"):
+    for name in ("measurements.csv", "counts.json", "calibrated.yaml", "report.md", "scatter.png"):
         assert (out / name).is_file(), name
     rows = list(csv.DictReader((out / "measurements.csv").open()))
     assert {r["dtype"] for r in rows} == {"fp32", "bf16"}
     ok = [r for r in rows if r["status"] == "ok"]
-    assert ok and all(float(r["measured_s"]) > 0 and r["predicted_calibrated_s"] for r in ok)
-    assert {r["split"] for r in ok} == {"fit", "held-out"}
-    counts = json.loads((out / "counts.json").read_text())
-    assert counts["ok"] is True
-    hw = load_hardware(out / "calibrated.yaml")
-    assert hw.calibration["torch"] == torch.__version__ and "split" in hw.calibration
-    assert set(hw.efficiency.by_dtype) == {"bf16"}
+    assert ok and all(float(r["measured_s"]) > 0 and r["predicted_calibrated_s"] and r["predicted_default_s"]
+                      for r in ok)
+    assert {r["split"] for r in ok} == {"held-out"}
+    assert json.loads((out / "counts.json").read_text())["ok"] is True
+    hw = load_hardware(str(out / "calibrated.yaml"))
+    assert len(hw.kernel_set) == 18
     report = (out / "report.md").read_text()
-    assert "| measured ms | predicted default ms | predicted calibrated ms |" in report
-    assert "[2, 2, 143, 64]" in report  # the seed experiment's final KV
-    assert "held-out" in r.output and "counts: ok" in r.output
-
-
-def test_calibrate_refits_from_saved_measurements(quick_run, tmp_path):
-    _, out = quick_run
-    target = tmp_path / "profile.yaml"
-    r = runner.invoke(app, ["calibrate", "--measurements", str(out / "measurements.csv"), "--hardware",
-                            "cpu-generic-2core", "--out", str(target)])
-    assert r.exit_code == 0, r.output
-    hw = load_hardware(target)
-    assert hw.name == "cpu-generic-2core-calibrated" and hw.calibration["kind"] == "calibrated"
-    assert [p.name for p in tmp_path.iterdir()] == ["profile.yaml"]
-    r = runner.invoke(app, ["estimate", "-m", "tiny-decoder", "--hardware", str(target), "--format", "json"])
-    assert r.exit_code == 0 and json.loads(r.output)["calibrated"] is True
-
-
-def test_calibrate_bad_csv_exits_2(tmp_path):
-    bad = tmp_path / "m.csv"
-    bad.write_text("a,b\n1,2\n")
-    r = runner.invoke(app, ["calibrate", "--measurements", str(bad), "--hardware", "cpu-generic-2core",
-                            "--out", str(tmp_path / "p.yaml")])
-    assert r.exit_code == 2 and "missing column" in r.output
+    assert "| measured ms | predicted base ms | predicted kernels ms |" in report
+    assert "TTFT (prefill) on held-out models" in r.output and "counts: ok" in r.output and "load average" in r.output
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
@@ -87,9 +124,9 @@ def test_no_cuda_exits_2(tmp_path):
     assert r.exit_code == 2 and "CUDA is not available" in r.output
 
 
-@pytest.mark.parametrize("model", ["llama-3.1-70b", "llama-3.1-405b"])
-def test_model_too_big_suggests_layers(tmp_path, model):
-    r = runner.invoke(app, ["validate", "--model", model, "--out", str(tmp_path / "x")])
+@pytest.mark.parametrize("model, layers", [("llama-3.1-70b", 80), ("llama-3.1-405b", 126)])
+def test_model_too_big_suggests_layers(tmp_path, model, layers):
+    r = runner.invoke(app, ["validate", "--model", model, "--layers", str(layers), "--out", str(tmp_path / "x")])
     assert r.exit_code == 2, r.output
     assert "--layers" in r.output and "GB" in r.output and len(r.output.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()  # refused before anything ran
@@ -102,7 +139,7 @@ def test_bad_options_exit_2(tmp_path, args, text):
     assert r.exit_code == 2 and text in r.output, r.output
 
 
-def test_oom_at_a_point_is_skipped_and_said(tmp_path, monkeypatch):
+def test_oom_at_a_point_is_skipped_and_said(profile_dir, tmp_path, monkeypatch):
     from validate import runner as run_mod
     from validate import timing
 
@@ -115,8 +152,8 @@ def test_oom_at_a_point_is_skipped_and_said(tmp_path, monkeypatch):
 
     monkeypatch.setattr(timing, "prefill_fn", flaky)
     lines = []
-    res = run_mod.run(run_mod.Options("tiny-decoder", tmp_path / "o", dtypes=("fp32",), quick=True, budget_s=3),
-                      say=lines.append)
+    res = run_mod.run(run_mod.Options(("tiny-decoder",), tmp_path / "o", dtypes=("fp32",), quick=True, budget_s=3,
+                                      profile=str(profile_dir / "profile.yaml")), say=lines.append)
     status = {(r.point.phase, r.point.batch, r.point.size): r.status for r in res.rows}
     assert status[("prefill", 4, 256)] == "oom"
     assert sum(s == "ok" for s in status.values()) == len(status) - 1
@@ -144,13 +181,13 @@ mlp: {kind: gated, intermediate_size: 256, activation: silu}
 """
 
 
-def test_hf_llama_through_the_same_harness(tmp_path):
+def test_hf_llama_through_the_same_harness(profile_dir, tmp_path):
     pytest.importorskip("transformers")
     spec = tmp_path / "tiny-llama.yaml"
     spec.write_text(TINY_LLAMA)
     out = tmp_path / "hf"
     r = runner.invoke(app, ["validate", "--model", str(spec), "--impl", "hf", "--quick", "--dtype", "fp32",
-                            "--budget", "3", "--out", str(out)])
+                            "--budget", "3", "--profile", str(profile_dir / "profile.yaml"), "--out", str(out)])
     assert r.exit_code == 0, r.output
     rows = list(csv.DictReader((out / "measurements.csv").open()))
     assert sum(r["status"] == "ok" for r in rows) == len(rows)

@@ -4,8 +4,10 @@
 #                 --platform manylinux2014_x86_64 --implementation cp pydantic
 #   2. device run tool: command `bash reports/validation/gpu/run.sh`, carry [".device-wheels"],
 #      timeout_s 420 (leaves room for one rerun of the 15-minute lease)
-#   3. copy $OUT/* into reports/validation/<device>/ here and commit.
-# DEVICE=cpu QUICK=1 runs the same plumbing on a CPU (how it was tested before a GPU run).
+#   3. copy $OUT/* into reports/validation/<device>/ here and commit; point hardware_profiles/<device>.yaml's
+#      kernel_tables: to the tables (paths relative to hardware_profiles/).
+# DEVICE=cpu QUICK=1 runs the same plumbing on a CPU (how it was tested before a GPU run);
+# PROFILE=path/profile.yaml skips step 1 with a kernel profile made before.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-/tmp/roofline-gpu-out}
@@ -16,7 +18,7 @@ if ! $PY -c "import pydantic" 2>/dev/null; then
     $PY -m pip install --quiet --no-index --find-links .device-wheels pydantic || { echo "no pydantic: carry .device-wheels"; exit 2; }
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-R() { $PY -m calc.cli "$@"; }
+R() { $PY -m calc.cli.app "$@"; }
 $PY - <<'PY' | tee "$OUT/device.txt"
 import torch, platform
 print("torch", torch.__version__, "cuda", torch.version.cuda, "python", platform.python_version())
@@ -26,13 +28,24 @@ if torch.cuda.is_available():
 PY
 name=$( [ "$DEVICE" = cuda ] && echo h200 || echo cpu )
 status=0
-if [ -n "${QUICK:-}" ]; then
-    R validate --device "$DEVICE" --model tiny-decoder --quick --out "$OUT/$name-tiny-decoder" || status=$?
-else
-    # the seed experiment, then a real 8B at full depth, then an MoE at its real widths
-    R validate --device "$DEVICE" --model tiny-decoder --dtype fp32,bf16 --budget 30 --out "$OUT/$name-tiny-decoder" || status=$?
-    R validate --device "$DEVICE" --model llama-3.1-8b --dtype bf16,fp16 --budget 150 --out "$OUT/$name-llama-3.1-8b" || status=$?
-    R validate --device "$DEVICE" --model mixtral-8x7b --layers 4 --dtype bf16 --budget 90 --out "$OUT/$name-mixtral-8x7b-4layers" || status=$?
+# 1. the kernel profile (kernel tables + profile.yaml fitted to them); PROFILE=path reuses one
+PROFILE=${PROFILE:-}
+if [ -z "$PROFILE" ]; then
+    if [ -n "${QUICK:-}" ]; then
+        R profile --device "$DEVICE" --quick --out "$OUT/$name-profile" || status=$?
+    else
+        R profile --device "$DEVICE" --dtype bf16,fp16 --out "$OUT/$name-profile" || status=$?
+    fi
+    PROFILE="$OUT/$name-profile/profile.yaml"
 fi
-echo "== summary"; for d in "$OUT"/*/; do echo "-- $d"; sed -n '/held-out/,+8p' "$d/report.md" 2>/dev/null | head -12; done
+[ -f "$PROFILE" ] || { echo "no kernel profile at $PROFILE"; exit 1; }
+# 2. whole passes of models the profile never saw: predicted (base and kernel profile), then measured
+if [ -n "${QUICK:-}" ]; then
+    R validate --device "$DEVICE" --profile "$PROFILE" --model tiny-decoder --quick --budget 6 \
+        --out "$OUT/$name-heldout" || status=$?
+else
+    R validate --device "$DEVICE" --profile "$PROFILE" --layers 4 --dtype bf16,fp16 --budget 90 \
+        --out "$OUT/$name-heldout" || status=$?
+fi
+echo "== summary"; for d in "$OUT"/*-heldout/; do echo "-- $d"; sed -n '/## Held-out error/,/^## Count/p' "$d/report.md" 2>/dev/null | head -30; done
 exit $status

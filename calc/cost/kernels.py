@@ -1,0 +1,129 @@
+"""Operator times from measured kernel tables (calc.spec.kernel_tables), where a profile has them.
+
+A table holds seconds over a grid of shapes. Its times are turned into rates, work / time
+(work: 2MKN FLOPs for a matmul, 4 D FLOPs per (query, key) pair and head for attention,
+bytes for streaming kernels, gathers, sampling and collectives), and the rate at a
+queried shape is interpolated multilinearly in log(rate) over log(axes); outside the
+grid each axis is clamped to its end (the rate stays the edge's, so time scales with
+work). At a grid point the table's own time comes back exactly. An operator whose
+kernels have no table is timed by the analytical model (calc.cost.roofline); the
+roofline clamps every measured time so no operator runs faster than the profile's peaks.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from calc.cost.calls import KernelCall
+from calc.cost.dtypes import Dtypes
+from calc.cost.opcost import OpCost, attention_pairs
+from calc.spec.kernel_tables import KernelSet, KernelTable
+
+
+def work(kernel: str, axes: dict[str, np.ndarray]) -> np.ndarray:
+    """What a kernel does at a shape: FLOPs for matmul and attention, bytes for the rest."""
+    if kernel == "matmul":
+        return 2.0 * axes["M"] * axes["K"] * axes["N"]
+    if kernel == "attention_prefill":
+        T = axes["T"]
+        W = axes.get("W")
+        pairs = attention_pairs(T, 0.0, None if W is None else np.minimum(W, T))
+        return 4.0 * axes["D"] * axes["Hq"] * axes["B"] * pairs
+    if kernel == "attention_decode":
+        return 4.0 * axes["D"] * axes["Hq"] * axes["B"] * (axes["S"] + 1.0)
+    return np.asarray(axes["bytes"], dtype=float)
+
+
+_FORMS: dict[int, tuple[KernelTable, tuple]] = {}  # id -> (table, its interpolation form); tables are immutable
+
+
+def _log_rates(table: KernelTable) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """(log axis values per axis, log rate per grid cell): the table in interpolation form."""
+    hit = _FORMS.get(id(table))
+    if hit is not None and hit[0] is table:
+        return hit[1]
+    names = list(table.axes)
+    grids = [np.asarray(table.axes[n], dtype=float) for n in names]
+    mesh = np.meshgrid(*grids, indexing="ij")
+    seconds = np.asarray(table.seconds, dtype=float).reshape([len(g) for g in grids])
+    rate = work(table.kernel, dict(zip(names, mesh, strict=True))) / seconds
+    form = (tuple(np.log(g) for g in grids), np.log(rate))
+    if len(_FORMS) > 256:
+        _FORMS.clear()
+    _FORMS[id(table)] = (table, form)
+    return form
+
+
+def table_time(table: KernelTable, axes: dict[str, object]) -> np.ndarray:
+    """Seconds of one call at ``axes`` (arrays broadcast): work / rate, the log-rate interpolated
+    multilinearly in log(axes) and clamped to the grid. Axes the table lacks are ignored."""
+    logs, log_rate = _log_rates(table)
+    q = {k: np.asarray(v, dtype=float) for k, v in axes.items()}
+    names = list(table.axes)
+    coords = np.broadcast_arrays(*(np.log(np.maximum(q[n], 1e-30)) for n in names))
+    lo, frac = [], []
+    for g, x in zip(logs, coords, strict=True):
+        if len(g) == 1:
+            lo.append(np.zeros(x.shape, dtype=int))
+            frac.append(np.zeros(x.shape))
+            continue
+        x = np.clip(x, g[0], g[-1])
+        i = np.clip(np.searchsorted(g, x, side="right") - 1, 0, len(g) - 2)
+        lo.append(i)
+        frac.append((x - g[i]) / (g[i + 1] - g[i]))
+    out = np.zeros(coords[0].shape if coords else ())
+    for corner in itertools.product((0, 1), repeat=len(names)):
+        weight = np.ones(out.shape)
+        idx = []
+        for bit, i, f, g in zip(corner, lo, frac, logs, strict=True):
+            weight = weight * (f if bit else 1.0 - f)
+            idx.append(np.minimum(i + bit, len(g) - 1))
+        out = out + weight * log_rate[tuple(idx)]
+    return work(table.kernel, q) / np.exp(out)
+
+
+def stream_op(name: str) -> tuple[str, str | None] | None:
+    """(kernel, op) of a table that times an elementwise operator, by its name; None: none does."""
+    leaf = [p for p in name.split(".") if p != "local"][-1]  # "mlp.act_mul", "qk_norm.local" (sliding layers)
+    if name == "embedding":
+        return "embedding", None
+    if name == "sample":
+        return "sample", None
+    if "norm" in leaf:
+        return "stream", "norm"
+    if leaf.startswith("rope"):
+        return "stream", "rope"
+    if leaf.startswith("act"):
+        return "stream", "act"
+    if leaf.startswith(("residual_add", "position_embedding")):
+        return "stream", "add"
+    return None
+
+
+def _dtype(call_kernel: str, dt: Dtypes) -> str:
+    if call_kernel == "matmul":
+        return dt.compute
+    if call_kernel.startswith("attention"):
+        return dt.attention_compute
+    return dt.act
+
+
+def measured_time(op: OpCost, dt: Dtypes, tables: KernelSet) -> np.ndarray | None:
+    """Seconds of one occurrence of ``op`` from the tables, or None when one of its kernels has none."""
+    calls = op.calls
+    if not calls and op.kind == "other":
+        found = stream_op(op.name)
+        if found is None:
+            return None
+        calls = (KernelCall(found[0], (("bytes", op.bytes),), op=found[1]),)
+    if not calls:
+        return None
+    total = np.float64(0.0)
+    for c in calls:
+        table = tables.find(c.kernel, _dtype(c.kernel, dt), c.op)
+        if table is None:
+            return None
+        total = total + np.asarray(c.count, dtype=float) * table_time(table, dict(c.axes))
+    return total

@@ -1,0 +1,67 @@
+"""Kernel tables as data: schema checks, loading beside a profile, one-line errors."""
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from calc.cli.app import app
+from calc.core.errors import SpecError
+from calc.spec.catalog import load_hardware
+from calc.spec.kernel_tables import load_kernel_table
+
+TABLE = {"format": "roofline-kernels/1", "kernel": "stream", "dtype": "fp32", "op": "add",
+         "provenance": {"device": "cpu", "threads": 2, "date": "2026-12-01", "source": "test"},
+         "axes": {"bytes": [1000, 1000000]}, "seconds": [1e-6, 1e-4]}
+PROFILE = {"name": "p", "kind": "cpu", "memory_gb": 1, "memory_bandwidth_tb_s": 0.02, "peak_tflops": {"fp32": 0.1},
+           "kernel_tables": ["kernels/add.yaml"]}
+
+
+def write(tmp_path, table=TABLE, profile=PROFILE):
+    (tmp_path / "kernels").mkdir(exist_ok=True)
+    (tmp_path / "kernels" / "add.yaml").write_text(yaml.safe_dump(table))
+    (tmp_path / "profile.yaml").write_text(yaml.safe_dump(profile))
+    return tmp_path / "profile.yaml"
+
+
+def test_profile_loads_its_tables_relative_to_its_folder(tmp_path):
+    hw = load_hardware(str(write(tmp_path)))
+    assert len(hw.kernel_set) == 1
+    assert hw.kernel_set.find("stream", "fp32", "add").axes["bytes"] == [1000, 1000000]
+    assert hw.kernel_set.find("stream", "bf16", "add") is None
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"seconds": [1e-6]}, "1 values for a grid of 2 cells"),
+    ({"axes": {"bytes": [1000, 10]}}, "increase strictly"),
+    ({"axes": {"M": [1]}, "seconds": [1.0]}, "not 'M'"),
+    ({"seconds": [1e-6, -1.0]}, "positive"),
+    ({"op": "gelu"}, "op"),
+    ({"format": "other/2"}, "format"),
+])
+def test_bad_tables_are_spec_errors(tmp_path, change, words):
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump({**TABLE, **change}))
+    with pytest.raises(SpecError) as exc:
+        load_kernel_table(path)
+    assert words in str(exc.value)
+
+
+def test_mismatched_or_missing_tables_are_spec_errors(tmp_path):
+    gpu = {**PROFILE, "kind": "gpu"}
+    with pytest.raises(SpecError, match="profile is a gpu"):
+        load_hardware(str(write(tmp_path, profile=gpu)))
+    twice = {**PROFILE, "name": "q", "kernel_tables": ["kernels/add.yaml", "kernels/../kernels/add.yaml"]}
+    with pytest.raises(SpecError, match="second stream table"):
+        load_hardware(str(write(tmp_path, profile=twice)))
+    gone = {**PROFILE, "name": "r", "kernel_tables": ["kernels/none.yaml"]}
+    with pytest.raises(SpecError, match="not found"):
+        load_hardware(str(write(tmp_path, profile=gone)))
+
+
+def test_corrupt_table_is_one_line_exit_2(tmp_path):
+    path = write(tmp_path)
+    (tmp_path / "kernels" / "add.yaml").write_text("format: roofline-kernels/1\nseconds: [1, 2\n")
+    res = CliRunner().invoke(app, ["estimate", "-m", "tiny-decoder", "--hardware", str(path)])
+    assert res.exit_code == 2
+    err = res.stderr if hasattr(res, "stderr") else res.output
+    assert "malformed YAML" in err and len(err.strip().splitlines()) == 1
