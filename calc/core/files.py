@@ -1,4 +1,7 @@
-"""Writing output files atomically: nothing half-written, ever.
+"""Reading input files safely and writing output files atomically: nothing half-written, ever.
+
+``read_text`` is the one way an input file is read: a regular file (not a FIFO, a device
+or a folder), at most ``limits.max_file_bytes()`` bytes, UTF-8; every problem is one SpecError.
 
 Every report, table, chart and calibrated profile goes through ``atomic_write``:
 a temp file in the target folder, then ``os.replace``. Errors a user can cause
@@ -8,12 +11,16 @@ a temp file in the target folder, then ``os.replace``. Errors a user can cause
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from calc.core import limits
 from calc.core.errors import SpecError
+
+NAME_MAX = 255  # bytes in one path component on Linux, macOS and Windows file systems
 
 
 def check_writable(path: Path, option: str = "--out") -> Path:
@@ -59,3 +66,50 @@ def atomic_write(path: Path | str, content: str | bytes | Callable[[IO], object]
 def _discard(tmp: str) -> None:
     if os.path.exists(tmp):
         os.unlink(tmp)
+
+
+def exists(path: Path | str) -> bool:
+    """Path.exists, but a path the system refuses to look up (a name too long, a loop) counts
+    as existing, so that reading it reports why in one line."""
+    try:
+        return Path(path).exists()
+    except OSError:
+        return True
+
+
+def read_text(path: Path | str, what: str = "file") -> str:
+    """The UTF-8 text of a regular file of at most ``limits.max_file_bytes()`` bytes.
+    FIFOs and devices are refused before they are opened (they could block or never end)."""
+    path = Path(path)
+    long = next((part for part in path.parts if len(os.fsencode(part)) > NAME_MAX), None)
+    if long is not None:
+        raise SpecError(_short(path), None, f"a name in the path is longer than {NAME_MAX} bytes")
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise SpecError(path, None, "no such file") from None
+    except OSError as exc:
+        raise SpecError(_short(path), None, f"cannot read {what} ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise SpecError(path, None, f"cannot read {what}: it is a folder")
+    if not stat.S_ISREG(info.st_mode):
+        raise SpecError(path, None, f"cannot read {what}: not a regular file (a FIFO, socket or device)")
+    limit = limits.max_file_bytes()
+    if info.st_size > limit:
+        raise SpecError(path, None, limits.too_many("bytes", info.st_size, limit, limits.FILE_BYTES_ENV))
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise SpecError(path, None, f"cannot read {what} ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise SpecError(path, None, limits.too_many("bytes", len(data), limit, limits.FILE_BYTES_ENV))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(path, None, f"not UTF-8 text (byte {exc.start}: {data[exc.start:exc.start + 1]!r})") from None
+
+
+def _short(path: Path) -> str:
+    text = str(path)
+    return text if len(text) <= 80 else f"{text[:60]}...({len(text)} characters)"

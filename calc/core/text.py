@@ -105,7 +105,7 @@ def to_json(obj: object) -> str:
 
 
 def to_csv(rows: Iterable[dict]) -> str:
-    """Flat dicts -> CSV text (header from the first row's keys)."""
+    """Flat dicts -> CSV text (header: the union of the rows' keys; a key a row lacks is empty)."""
     import csv
     import io
 
@@ -113,7 +113,8 @@ def to_csv(rows: Iterable[dict]) -> str:
     if not rows:
         return ""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    fields = list(dict.fromkeys(k for r in rows for k in r))  # every row's keys, first seen first
+    writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     for r in rows:
         writer.writerow({k: _jsonable(v) for k, v in r.items()})

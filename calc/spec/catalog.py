@@ -16,6 +16,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from calc.core.errors import SpecError, suggest
+from calc.core.files import exists, read_text
 from calc.spec.hardware import HardwareSpec
 from calc.spec.kernel_tables import load_kernel_tables
 from calc.spec.model import ModelSpec
@@ -68,8 +69,15 @@ def _unknown(kind: str, name: str, names: list[str]) -> SpecError:
     return SpecError(f"--{kind}", None, f"unknown {kind} {name!r} (not a catalog name or a file){hint}")
 
 
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
 def _looks_like_path(ref: str) -> bool:
-    return os.sep in ref or ref.endswith((".yaml", ".yml", ".json")) or Path(ref).exists()
+    return os.sep in ref or ref.endswith((".yaml", ".yml", ".json")) or exists(Path(ref))
 
 
 def _mtime(path: Path) -> int:
@@ -82,17 +90,18 @@ def _mtime(path: Path) -> int:
 @lru_cache(maxsize=256)
 def _load_model_path(path: Path, mtime_ns: int = 0) -> ModelSpec:
     """Cached on (path, mtime) so a profile rewritten in-process is re-read."""
-    if path.is_dir():
+    if _is_dir(path):
         path = path / "config.json"
     if path.suffix == ".json":
         from calc.spec.hf import spec_from_hf_config
 
+        text = read_text(path, "JSON file")
         try:
-            config = json.loads(path.read_text())
-        except OSError as exc:
-            raise SpecError(path, None, f"cannot read file ({exc.strerror or exc})") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            config = json.loads(text)
+        except json.JSONDecodeError as exc:
             raise SpecError(path, None, f"malformed JSON: {exc}") from None
+        except RecursionError:
+            raise SpecError(path, None, "malformed JSON: nested too deep") from None
         if not isinstance(config, dict):
             raise SpecError(path, None, "expected a JSON object")
         return spec_from_hf_config(config, str(path), name=path.parent.name or None)
@@ -114,9 +123,13 @@ def _resolve(ref: str, kind: str, catalog: dict[str, Path], load_path):
         return load_path(catalog[ref], _mtime(catalog[ref]))
     if _looks_like_path(ref):
         p = Path(ref)
-        if not p.exists():
+        if not exists(p):
             raise SpecError(p, None, "no such file")
-        return load_path(p.resolve(), _mtime(p))
+        try:
+            p = p.resolve()
+        except OSError:
+            pass
+        return load_path(p, _mtime(p))
     raise _unknown(kind, ref, list(catalog))
 
 

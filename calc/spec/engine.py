@@ -14,18 +14,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from calc.core.errors import SpecError, suggest
+from calc.spec.base import SpecModel
 from calc.spec.yamlio import build, read_yaml
 
 ENGINES_FILE = Path(str(resources.files("calc").joinpath("data", "engines.yaml")))
 
 
-class EngineSpec(BaseModel):
+class EngineSpec(SpecModel):
     """One engine's preset. Scales multiply the profile's efficiencies; the rest replace them."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     description: str

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import Field, PrivateAttr, field_validator
 
+from calc.core import limits as lim
 from calc.core.errors import SpecError
 from calc.core.units import GB, MICRO, TB, TERA, canonical_dtype
 from calc.spec.engine import EngineSpec, load_engine
@@ -26,18 +27,18 @@ class Interconnect(_Spec):
     """Scale-up link between devices in a node. Bandwidth is per device, per direction."""
 
     name: str
-    bandwidth_gb_s_per_direction: float = Field(gt=0)
-    latency_us: float = Field(default=5.0, ge=0)
+    bandwidth_gb_s_per_direction: float = Field(gt=0, le=lim.MAX_LINK_GB_S)
+    latency_us: float = Field(default=5.0, ge=0, le=lim.MAX_OVERHEAD_US)
 
 
 class PCIe(_Spec):
-    gen: int = Field(gt=0)
-    lanes: int = Field(gt=0)
-    bandwidth_gb_s_per_direction: float = Field(gt=0)
+    gen: int = Field(gt=0, le=64)
+    lanes: int = Field(gt=0, le=1024)
+    bandwidth_gb_s_per_direction: float = Field(gt=0, le=lim.MAX_LINK_GB_S)
 
 
 class Price(_Spec):
-    usd_per_hour: float = Field(gt=0)
+    usd_per_hour: float = Field(gt=0, le=lim.MAX_PRICE_USD_H)
     date: str
     source: str
 
@@ -56,8 +57,8 @@ class DtypeEfficiency(_Spec):
     compute: float | None = Field(default=None, gt=0, le=1)
     memory: float | None = Field(default=None, gt=0, le=1)
     attention: float | None = Field(default=None, gt=0, le=1)
-    kernel_overhead_us: float | None = Field(default=None, ge=0)
-    step_overhead_us: float | None = Field(default=None, ge=0)
+    kernel_overhead_us: float | None = Field(default=None, ge=0, le=lim.MAX_OVERHEAD_US)
+    step_overhead_us: float | None = Field(default=None, ge=0, le=lim.MAX_OVERHEAD_US)
     gemm_m_half: float | None = Field(default=None, ge=0)
 
 
@@ -79,8 +80,8 @@ class ProfileEfficiency(_Spec):
     compute: float = Field(default=0.7, gt=0, le=1)
     memory: float = Field(default=0.85, gt=0, le=1)
     attention: float = Field(default=1.0, gt=0, le=1)
-    kernel_overhead_us: float = Field(default=0.0, ge=0)
-    step_overhead_us: float = Field(default=0.0, ge=0)
+    kernel_overhead_us: float = Field(default=0.0, ge=0, le=lim.MAX_OVERHEAD_US)
+    step_overhead_us: float = Field(default=0.0, ge=0, le=lim.MAX_OVERHEAD_US)
     gemm_m_half: float = Field(default=0.0, ge=0)
     memory_half_mb: float = Field(default=0.0, ge=0)
     engine: str | None = None
@@ -114,13 +115,13 @@ class HardwareSpec(_Spec):
     kind: Literal["gpu", "cpu", "tpu", "other"]
     vendor: str = ""
     sources: dict[str, str] = Field(default_factory=dict)
-    memory_gb: float = Field(gt=0)
-    memory_bandwidth_tb_s: float = Field(gt=0)
+    memory_gb: float = Field(gt=0, le=lim.MAX_MEMORY_GB)
+    memory_bandwidth_tb_s: float = Field(gt=0, le=lim.MAX_BANDWIDTH_TB_S)
     peak_tflops: dict[str, float]
-    l2_cache_mb: float | None = Field(default=None, gt=0)
+    l2_cache_mb: float | None = Field(default=None, gt=0, le=lim.MAX_CACHE_MB)
     interconnect: Interconnect | None = None
     pcie: PCIe | None = None
-    tdp_w: float | None = Field(default=None, gt=0)
+    tdp_w: float | None = Field(default=None, gt=0, le=lim.MAX_WATTS)
     price: Price | None = None
     efficiency: ProfileEfficiency = ProfileEfficiency()
     collectives: Collectives | None = None  # fitted all-reduce / all-to-all / send costs
@@ -178,8 +179,8 @@ class HardwareSpec(_Spec):
         out = {}
         for key, val in v.items():
             name = canonical_dtype(key)
-            if not isinstance(val, (int, float)) or isinstance(val, bool) or not val > 0:
-                raise ValueError(f"peak for {key} must be a positive number")
+            if not isinstance(val, (int, float)) or isinstance(val, bool) or not 0 < val <= lim.MAX_PEAK_TFLOPS:
+                raise ValueError(f"peak for {key} must be a positive number up to {lim.MAX_PEAK_TFLOPS:g} TFLOP/s")
             out[name] = float(val)
         if not out:
             raise ValueError("needs at least one dtype")

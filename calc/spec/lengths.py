@@ -10,13 +10,15 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
+from calc.core import limits as lim
 from calc.core.errors import SpecError
+from calc.core.files import read_text
 from calc.spec.model import _Spec
 
 
 class _Length(_Spec):
-    min: int = Field(default=1, ge=1)
-    max: int | None = Field(default=None, ge=1)
+    min: int = Field(default=1, ge=1, le=lim.MAX_TOKENS)
+    max: int | None = Field(default=None, ge=1, le=lim.MAX_TOKENS)
 
     @model_validator(mode="after")
     def _bounds(self):
@@ -35,7 +37,7 @@ class _Length(_Spec):
 
 class Fixed(_Length):
     dist: Literal["fixed"]
-    value: int = Field(ge=1)
+    value: int = Field(ge=1, le=lim.MAX_TOKENS)
 
     def _draw(self, rng, n):
         return np.full(n, float(self.value))
@@ -45,8 +47,8 @@ class Uniform(_Length):
     """Whole numbers uniform on [low, high], both included."""
 
     dist: Literal["uniform"]
-    low: int = Field(ge=1)
-    high: int = Field(ge=1)
+    low: int = Field(ge=1, le=lim.MAX_TOKENS)
+    high: int = Field(ge=1, le=lim.MAX_TOKENS)
 
     @model_validator(mode="after")
     def _order(self):
@@ -60,8 +62,8 @@ class Uniform(_Length):
 
 class Normal(_Length):
     dist: Literal["normal"]
-    mean: float = Field(gt=0)
-    std: float = Field(ge=0)
+    mean: float = Field(gt=0, le=lim.MAX_TOKENS)
+    std: float = Field(ge=0, le=lim.MAX_TOKENS)
 
     def _draw(self, rng, n):
         return rng.normal(self.mean, self.std, n)
@@ -71,8 +73,8 @@ class LogNormal(_Length):
     """exp(N(ln median, sigma^2)): median ``median``, mean median * exp(sigma^2 / 2)."""
 
     dist: Literal["lognormal"]
-    median: float = Field(gt=0)
-    sigma: float = Field(ge=0)
+    median: float = Field(gt=0, le=lim.MAX_TOKENS)
+    sigma: float = Field(ge=0, le=10)  # exp(10 sigma) is already 2e4-fold
 
     def _draw(self, rng, n):
         return rng.lognormal(np.log(self.median), self.sigma, n)
@@ -84,11 +86,11 @@ Length = Annotated[Fixed | Uniform | Normal | LogNormal, Field(discriminator="di
 def read_trace(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """A CSV with a header naming ``prompt_len`` and ``output_len`` (other columns ignored);
     each row one request. Errors name the file and the line."""
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(path, None, f"cannot read trace ({exc.__class__.__name__})") from None
-    rows = csv.reader(text.splitlines())
+    text = read_text(path, "trace CSV")
+    lines = text.splitlines()
+    if len(lines) - 1 > lim.max_csv_rows():
+        raise SpecError(path, None, lim.too_many("rows", len(lines) - 1, lim.max_csv_rows(), lim.ROWS_ENV))
+    rows = csv.reader(lines)
     header = next(rows, None)
     if header is None:
         raise SpecError(path, None, "empty trace: expected a header prompt_len,output_len and rows")
@@ -109,8 +111,9 @@ def read_trace(path: Path) -> tuple[np.ndarray, np.ndarray]:
                 value = float(cell)
             except ValueError:
                 raise SpecError(path, f"line {line}", f"{names[col]} {cell!r} is not a number") from None
-            if not np.isfinite(value) or value != round(value) or value < 1:
-                raise SpecError(path, f"line {line}", f"{names[col]} must be a whole number >= 1, got {cell}")
+            if not np.isfinite(value) or value != round(value) or not 1 <= value <= lim.MAX_TOKENS:
+                raise SpecError(path, f"line {line}",
+                                f"{names[col]} must be a whole number >= 1 and <= {lim.MAX_TOKENS}, got {cell}")
             out.append(int(value))
     if not T:
         raise SpecError(path, None, "the trace has a header but no rows")

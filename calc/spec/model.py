@@ -11,13 +11,15 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from calc.core import limits as lim
 from calc.core.units import DTYPE_BYTES, canonical_dtype, serving_dtype
+from calc.spec.base import SpecModel
 
 
-class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Spec(SpecModel):
+    pass
 
 
 def _dtype_field(value: str) -> str:
@@ -31,22 +33,22 @@ class AttentionSpec(_Spec):
     """Self-attention of one layer. ``kind: mla`` is DeepSeek's multi-head latent attention."""
 
     kind: Literal["standard", "mla"] = "standard"
-    num_heads: int = Field(gt=0)
-    num_kv_heads: int | None = Field(default=None, gt=0)
-    head_dim: int | None = Field(default=None, gt=0)
+    num_heads: int = Field(gt=0, le=lim.MAX_HEADS)
+    num_kv_heads: int | None = Field(default=None, gt=0, le=lim.MAX_HEADS)
+    head_dim: int | None = Field(default=None, gt=0, le=lim.MAX_DIM)
     qkv_bias: bool = False
     o_bias: bool = False
     fused_qkv: bool = False
     qk_norm: bool = False
     # MLA (kind: mla); q_lora_rank may be absent (DeepSeek-V2-Lite projects q directly)
-    q_lora_rank: int | None = Field(default=None, gt=0)
-    kv_lora_rank: int | None = Field(default=None, gt=0)
-    qk_nope_head_dim: int | None = Field(default=None, gt=0)
-    qk_rope_head_dim: int | None = Field(default=None, gt=0)
-    v_head_dim: int | None = Field(default=None, gt=0)
+    q_lora_rank: int | None = Field(default=None, gt=0, le=lim.MAX_DIM)
+    kv_lora_rank: int | None = Field(default=None, gt=0, le=lim.MAX_DIM)
+    qk_nope_head_dim: int | None = Field(default=None, gt=0, le=lim.MAX_DIM)
+    qk_rope_head_dim: int | None = Field(default=None, gt=0, le=lim.MAX_DIM)
+    v_head_dim: int | None = Field(default=None, gt=0, le=lim.MAX_DIM)
     # Sliding window: W positions; the pattern repeats over layers, true = local layer.
-    sliding_window: int | None = Field(default=None, gt=0)
-    sliding_pattern: tuple[bool, ...] | None = None
+    sliding_window: int | None = Field(default=None, gt=0, le=lim.MAX_CONTEXT)
+    sliding_pattern: tuple[bool, ...] | None = Field(default=None, max_length=lim.MAX_LAYERS)
 
     @model_validator(mode="after")
     def _check(self) -> AttentionSpec:
@@ -77,7 +79,7 @@ class MLPSpec(_Spec):
     """Dense MLP: gated (SwiGLU/GeGLU, 3 matrices), plain (2 matrices) or none."""
 
     kind: Literal["gated", "plain", "none"] = "gated"
-    intermediate_size: int | None = Field(default=None, gt=0)
+    intermediate_size: int | None = Field(default=None, gt=0, le=lim.MAX_DIM)
     bias: bool = False
     activation: str = "silu"
 
@@ -100,14 +102,14 @@ class MoESpec(_Spec):
     Experts are gated (3 matrices) like the dense MLP kind of the model.
     """
 
-    num_experts: int = Field(gt=0)
-    experts_per_token: int = Field(gt=0)
-    expert_intermediate_size: int = Field(gt=0)
-    num_shared_experts: int = Field(default=0, ge=0)
-    shared_expert_intermediate_size: int | None = Field(default=None, gt=0)
+    num_experts: int = Field(gt=0, le=lim.MAX_EXPERTS)
+    experts_per_token: int = Field(gt=0, le=lim.MAX_EXPERTS)
+    expert_intermediate_size: int = Field(gt=0, le=lim.MAX_DIM)
+    num_shared_experts: int = Field(default=0, ge=0, le=lim.MAX_EXPERTS)
+    shared_expert_intermediate_size: int | None = Field(default=None, gt=0, le=lim.MAX_DIM)
     shared_expert_gate: bool = False
-    first_dense_layers: int = Field(default=0, ge=0)
-    layer_frequency: int = Field(default=1, gt=0)
+    first_dense_layers: int = Field(default=0, ge=0, le=lim.MAX_LAYERS)
+    layer_frequency: int = Field(default=1, gt=0, le=lim.MAX_LAYERS)
     router_bias: bool = False
 
     @model_validator(mode="after")
@@ -141,14 +143,14 @@ class ModelSpec(_Spec):
     description: str = ""
     architecture: str = ""
     sources: dict[str, str] = Field(default_factory=dict)
-    num_layers: int = Field(gt=0)
-    hidden_size: int = Field(gt=0)
-    vocab_size: int = Field(gt=0)
-    max_context: int = Field(gt=0)
+    num_layers: int = Field(gt=0, le=lim.MAX_LAYERS)
+    hidden_size: int = Field(gt=0, le=lim.MAX_DIM)
+    vocab_size: int = Field(gt=0, le=lim.MAX_VOCAB)
+    max_context: int = Field(gt=0, le=lim.MAX_CONTEXT)
     tie_embeddings: bool = False
     dtype: str = "bf16"
     norm: Literal["rmsnorm", "layernorm", "none"] = "rmsnorm"
-    norms_per_layer: int = Field(default=2, ge=0)
+    norms_per_layer: int = Field(default=2, ge=0, le=16)
     position_embedding: Literal["rope", "learned", "none"] = "rope"
     attention: AttentionSpec
     mlp: MLPSpec

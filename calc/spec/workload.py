@@ -29,12 +29,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
 
+from calc.core import limits as lim
 from calc.core.errors import SpecError
+from calc.core.files import exists
 from calc.spec.catalog import build, load_hardware, load_model, read_yaml
 from calc.spec.hardware import HardwareSpec
 from calc.spec.lengths import Length, _Spec, read_trace
@@ -49,10 +51,10 @@ class Arrival(_Spec):
     ``cv``), or a closed loop of ``concurrency`` clients that each send the next request
     as soon as the previous one finishes."""
 
-    rate_per_s: float | None = Field(default=None, gt=0)
-    concurrency: int | None = Field(default=None, ge=1)
+    rate_per_s: float | None = Field(default=None, gt=0, le=1e9)
+    concurrency: int | None = Field(default=None, ge=1, le=lim.MAX_BATCH)
     process: Literal["poisson", "gamma"] = "poisson"
-    cv: float = Field(default=1.0, gt=0)
+    cv: float = Field(default=1.0, gt=0, le=1e3)
 
     @model_validator(mode="after")
     def _one(self):
@@ -67,11 +69,11 @@ class SLO(_Spec):
     """Latency targets in seconds; any subset. TPOT is a request's mean time per output
     token after the first: (e2e - TTFT) / (G - 1)."""
 
-    ttft_p50_s: float | None = Field(default=None, gt=0)
-    ttft_p99_s: float | None = Field(default=None, gt=0)
-    tpot_p50_s: float | None = Field(default=None, gt=0)
-    tpot_p99_s: float | None = Field(default=None, gt=0)
-    e2e_p99_s: float | None = Field(default=None, gt=0)
+    ttft_p50_s: float | None = Field(default=None, gt=0, le=lim.MAX_SECONDS)
+    ttft_p99_s: float | None = Field(default=None, gt=0, le=lim.MAX_SECONDS)
+    tpot_p50_s: float | None = Field(default=None, gt=0, le=lim.MAX_SECONDS)
+    tpot_p99_s: float | None = Field(default=None, gt=0, le=lim.MAX_SECONDS)
+    e2e_p99_s: float | None = Field(default=None, gt=0, le=lim.MAX_SECONDS)
 
     def targets(self) -> dict[str, float]:
         """{metric_p: seconds} for the SLOs that are set, e.g. {"ttft_p99": 1.0}."""
@@ -122,8 +124,8 @@ class Serving(_Spec):
     when admitting a request [watermark]."""
 
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
-    block_size: int = Field(default=16, ge=1)
-    max_batched_tokens: int = Field(default=2048, ge=16)
+    block_size: int = Field(default=16, ge=1, le=1 << 20)
+    max_batched_tokens: int = Field(default=2048, ge=16, le=lim.MAX_TOKENS)
     watermark: float = Field(default=0.01, ge=0, lt=1)
 
 
@@ -134,7 +136,7 @@ class PrefixCache(_Spec):
     each request's remaining prompt found cached (earlier turns of its own session).
     ``enabled: false`` keeps the declaration but computes every prompt in full."""
 
-    shared_tokens: int = Field(default=0, ge=0)
+    shared_tokens: int = Field(default=0, ge=0, le=lim.MAX_TOKENS)
     hit_rate: float = Field(default=0.0, ge=0, lt=1)
     enabled: bool = True
 
@@ -157,18 +159,18 @@ class Disaggregation(_Spec):
 
     prefill: Pool = Pool()
     decode: Pool = Pool()
-    network_gb_s: float | None = Field(default=None, gt=0)
-    network_latency_us: float | None = Field(default=None, ge=0)
-    gpus_per_node: int | None = Field(default=None, ge=1)
+    network_gb_s: float | None = Field(default=None, gt=0, le=lim.MAX_LINK_GB_S)
+    network_latency_us: float | None = Field(default=None, ge=0, le=lim.MAX_OVERHEAD_US)
+    gpus_per_node: int | None = Field(default=None, ge=1, le=lim.MAX_PARALLEL)
     overlap_layers: bool = False
-    prefill_max_batched_tokens: int | None = Field(default=None, ge=16)
+    prefill_max_batched_tokens: int | None = Field(default=None, ge=16, le=lim.MAX_TOKENS)
 
 
 class DraftHeadsChoice(_Spec):
     """EAGLE/MTP-style draft heads: decoder layers of hidden ``width`` (None: the target's)."""
 
-    layers: int = Field(ge=1)
-    width: int | None = Field(default=None, ge=1)
+    layers: int = Field(ge=1, le=lim.MAX_LAYERS)
+    width: int | None = Field(default=None, ge=1, le=lim.MAX_DIM)
 
 
 class Speculative(_Spec):
@@ -192,9 +194,9 @@ class Cluster(_Spec):
     """The nodes replicas run on: a replica of more than ``gpus_per_node`` GPUs spans nodes and its
     collectives run over the network, ``network_gb_s`` per GPU per direction after ``network_latency_us``."""
 
-    gpus_per_node: int = Field(default=8, ge=1)  # source: DGX/HGX H100 and A100 nodes hold 8 GPUs (NVIDIA DGX H100 data sheet)
-    network_gb_s: float = Field(default=50.0, gt=0)  # source: 400 Gb/s per GPU, one ConnectX-7 NDR port per GPU (DGX H100)
-    network_latency_us: float = Field(default=10.0, ge=0)  # source: assumption, a few microseconds per RDMA hop plus NCCL's
+    gpus_per_node: int = Field(default=8, ge=1, le=lim.MAX_PARALLEL)  # source: DGX/HGX H100 and A100 nodes hold 8 GPUs (NVIDIA DGX H100 data sheet)
+    network_gb_s: float = Field(default=50.0, gt=0, le=lim.MAX_LINK_GB_S)  # source: 400 Gb/s per GPU, one ConnectX-7 NDR port per GPU (DGX H100)
+    network_latency_us: float = Field(default=10.0, ge=0, le=lim.MAX_OVERHEAD_US)  # source: assumption, a few microseconds per RDMA hop plus NCCL's
 
 
 class Workload(_Spec):
@@ -208,18 +210,18 @@ class Workload(_Spec):
     output_len: Length | None = None
     trace: str | None = None
     slo: SLO = SLO()
-    max_gpus: int = Field(default=8, ge=1)
-    tp: list[int] = Field(default=[1, 2, 4, 8], min_length=1)
-    pp: list[int] = Field(default=[1], min_length=1)  # pipeline stages searched (GPUs per replica: TP x PP)
-    ep: list[int] = Field(default=[1], min_length=1)  # expert parallelism searched (MoE; over the TP GPUs)
+    max_gpus: int = Field(default=8, ge=1, le=lim.MAX_PARALLEL)
+    tp: list[Annotated[int, Field(ge=1, le=lim.MAX_PARALLEL)]] = Field(default=[1, 2, 4, 8], min_length=1, max_length=64)
+    pp: list[Annotated[int, Field(ge=1, le=lim.MAX_PARALLEL)]] = Field(default=[1], min_length=1, max_length=64)  # pipeline stages searched (GPUs per replica: TP x PP)
+    ep: list[Annotated[int, Field(ge=1, le=lim.MAX_PARALLEL)]] = Field(default=[1], min_length=1, max_length=64)  # expert parallelism searched (MoE; over the TP GPUs)
     cluster: Cluster = Cluster()
-    max_batch: list[int] = Field(default=[16, 32, 64, 128, 256, 512], min_length=1)
-    chunk_tokens: list[int] | None = Field(default=None, min_length=1)  # chunked-prefill sizes to search
-    prices: dict[str, float] = Field(default_factory=dict)
+    max_batch: list[Annotated[int, Field(ge=1, le=lim.MAX_BATCH)]] = Field(default=[16, 32, 64, 128, 256, 512], min_length=1, max_length=256)
+    chunk_tokens: list[Annotated[int, Field(ge=1, le=lim.MAX_TOKENS)]] | None = Field(default=None, min_length=1, max_length=64)  # chunked-prefill sizes to search
+    prices: dict[str, Annotated[float, Field(gt=0, le=lim.MAX_PRICE_USD_H)]] = Field(default_factory=dict)
     engine: str | None = None  # serving-engine preset (calc/data/engines.yaml); default: the profiles' own
     serving: Serving = Serving()
     requests: int = Field(default=2000, ge=10)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=lim.MAX_SEED)
     prefix_cache: PrefixCache | None = None
     disaggregation: Disaggregation | None = None
     speculative: Speculative | None = None
@@ -283,7 +285,7 @@ def _resolve_ref(ref: str, base: Path | None) -> str:
     """A reference that looks like a path resolves relative to the workload's folder."""
     p = Path(ref)
     looks_like_path = "/" in ref or p.suffix in (".yaml", ".yml", ".json")
-    if looks_like_path and base is not None and not p.is_absolute() and (base / p).exists():
+    if looks_like_path and base is not None and not p.is_absolute() and exists(base / p):
         return str(base / p)
     return ref
 
@@ -296,7 +298,7 @@ def sample_lengths(spec: Workload, base: Path | None, where: object) -> tuple[np
         p = Path(spec.trace)
         if not p.is_absolute() and base is not None:
             p = base / p
-        if not p.exists():
+        if not exists(p):
             raise SpecError(where, "trace", f"no such file {p}")
         T, G = read_trace(p)
         idx = rng.integers(0, T.size, spec.requests)
@@ -308,7 +310,7 @@ def load_workload(path: str | Path, requests: int | None = None) -> LoadedWorklo
     """Read, validate and resolve a workload YAML (``requests`` overrides its count); every
     problem is a SpecError."""
     path = Path(path)
-    if not path.exists():
+    if not exists(path):
         raise SpecError(path, None, "no such file")
     data = read_yaml(path)
     if requests is not None:
@@ -334,6 +336,8 @@ def resolve(spec: Workload, path: Path | None = None) -> LoadedWorkload:
         hardware = [h.with_engine(spec.engine) for h in hardware]
     except SpecError as exc:
         raise SpecError(where, "engine", exc.problem) from None
+    if spec.requests > lim.max_requests():
+        raise SpecError(where, "requests", lim.too_many("requests", spec.requests, lim.max_requests(), lim.REQUESTS_ENV))
     T, G, rows = sample_lengths(spec, base, where)
     held = T + G - 1
     over = held > model.max_context

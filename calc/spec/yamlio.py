@@ -9,23 +9,41 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from calc.core.errors import SpecError
+from calc.core.files import read_text
 
 S = TypeVar("S", bound=BaseModel)
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+class _UniqueKeyLoader(_Loader):
+    """The safe loader, refusing a key given twice in one mapping (the last would win silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+            except TypeError:  # an unhashable key; the base constructor reports it
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml(path: Path) -> dict:
     """Read a YAML mapping; any problem becomes a SpecError naming the file."""
+    text = read_text(path, "YAML file")
     try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(path, None, f"cannot read file ({exc.__class__.__name__}: {exc.strerror or exc})") from None
-    try:
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 (a safe loader, C when available)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a safe loader, C when available)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise SpecError(path, None, f"malformed YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+    except (ValueError, RecursionError) as exc:  # an integer of > 4300 digits; nesting too deep
+        raise SpecError(path, None, f"malformed YAML: {str(exc).splitlines()[0][:120] or exc.__class__.__name__}") from None
     if not isinstance(data, dict):
         raise SpecError(path, None, "expected a mapping of keys to values at the top level")
     return data

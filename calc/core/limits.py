@@ -1,0 +1,101 @@
+"""The stated ranges every input number must fall in, in one place.
+
+A number read from a file or an option is finite and within these ranges before any work
+starts; the spec models reference them in their Field bounds and the CLI checks option
+values against them. The bounds are generous physical limits (no 1e9-layer model, no
+1e9-request simulation, no infinite price), not tuning knobs; a size guard names its limit
+and the environment variable that raises it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+# --- model shape (the largest public models are far inside these)
+MAX_LAYERS = 4096                # DeepSeek-V3 has 61, Llama 3.1 405B 126
+MAX_DIM = 1 << 22                # hidden, intermediate, head dim, LoRA ranks: 4.2 M
+MAX_VOCAB = 1 << 24              # 16.8 M tokens (Gemma 3 has 262 k)
+MAX_HEADS = 1 << 16
+MAX_EXPERTS = 1 << 16
+MAX_CONTEXT = 1 << 30            # positions (Llama 4 Scout: 10 M)
+
+# --- hardware (per device)
+MAX_MEMORY_GB = 1e6              # 1 PB
+MAX_BANDWIDTH_TB_S = 1e4         # memory bandwidth; H200: 4.8
+MAX_LINK_GB_S = 1e6              # interconnect / PCIe per direction
+MAX_PEAK_TFLOPS = 1e6            # B200 dense fp4: 9 000
+MAX_OVERHEAD_US = 1e7            # 10 s per kernel / step / link latency
+MAX_PRICE_USD_H = 1e6            # USD per GPU-hour
+MAX_CACHE_MB = 1e6
+MAX_WATTS = 1e6
+
+# --- scenarios and simulations
+MAX_TOKENS = MAX_CONTEXT         # a prompt or output length
+MAX_BATCH = 1 << 24              # sequences per batch
+MAX_PARALLEL = 1 << 16           # TP / PP / EP degree, GPUs
+MAX_IMBALANCE = 1e3              # MoE busiest-over-mean routed tokens
+MAX_SECONDS = 1e9                # SLO targets, times in a CSV
+MAX_SEED = 2**32 - 1             # numpy's SeedSequence takes any non-negative int; 32 bits is plenty
+MAX_GENERIC = 1e15               # any other number a spec holds
+
+# --- size guards (raise with the environment variable named in the message)
+SCENARIOS_ENV = "ROOFLINE_MAX_SCENARIOS"
+REQUESTS_ENV = "ROOFLINE_MAX_REQUESTS"
+ROWS_ENV = "ROOFLINE_MAX_CSV_ROWS"
+FILE_BYTES_ENV = "ROOFLINE_MAX_FILE_MB"
+_DEFAULTS = {SCENARIOS_ENV: 100_000, REQUESTS_ENV: 200_000, ROWS_ENV: 20_000, FILE_BYTES_ENV: 64}
+
+
+def cap(env: str) -> int:
+    """The size limit named by ``env``: its value when set to a positive whole number, else the default."""
+    raw = os.environ.get(env, "")
+    try:
+        value = int(raw)
+    except ValueError:
+        return _DEFAULTS[env]
+    return value if value > 0 else _DEFAULTS[env]
+
+
+def max_scenarios() -> int:
+    """Scenarios one estimate / intensity / ops / sweep may evaluate."""
+    return cap(SCENARIOS_ENV)
+
+
+def max_requests() -> int:
+    """Requests one simulation may draw."""
+    return cap(REQUESTS_ENV)
+
+
+def max_csv_rows() -> int:
+    """Rows a calibration CSV or trace may hold."""
+    return cap(ROWS_ENV)
+
+
+def max_file_bytes() -> int:
+    """Bytes an input file (YAML, JSON, CSV) may hold."""
+    return cap(FILE_BYTES_ENV) * 1_000_000
+
+
+def too_many(what: str, n: int, limit: int, env: str) -> str:
+    """The message of a size guard: the count, the limit and how to raise it."""
+    return f"{n:,} {what} exceeds the limit of {limit:,} (set {env} to raise it)"
+
+
+def bad_number(value: object, high: float, low: float | None = None) -> str | None:
+    """Why ``value`` is not a finite number within [low, high] (None when it is fine)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number, got {value}"
+    if abs(value) > high:
+        return f"{_short(value)} is out of range (at most {_short(high)})"
+    if low is not None and value < low:
+        return f"{_short(value)} is out of range (at least {_short(low)})"
+    return None
+
+
+def _short(value: float) -> str:
+    if isinstance(value, int) and len(str(abs(value))) > 12:
+        return f"{float(value):.3g}" if abs(value) < 1e300 else f"an integer of {len(str(abs(value)))} digits"
+    return f"{value:g}" if isinstance(value, float) else str(value)
