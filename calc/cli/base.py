@@ -3,15 +3,56 @@
 from __future__ import annotations
 
 import functools
+import sys
 from enum import Enum
 from typing import Annotated
 
 import typer
+from typer._click import exceptions as click  # typer >= 0.26 vendors click: its exceptions live here
+from typer.core import TyperGroup
 
 from calc.core import text as render
 from calc.core.errors import SpecError
 
+
+def error_line(exc: BaseException) -> str:
+    """The one line a user's mistake prints: ``roofline: error: <option or file>: <problem>``."""
+    if isinstance(exc, click.BadParameter) and exc.param is not None and not isinstance(exc, click.MissingParameter):
+        opts = getattr(exc.param, "opts", None) or [(exc.param.name or "value").upper()]
+        text = f"{max(opts, key=len)}: {exc.message.removeprefix('Value error, ')}"
+    elif isinstance(exc, click.ClickException):
+        text = exc.format_message()
+    else:
+        text = str(exc)
+    return "roofline: error: " + " ".join(text.split())
+
+
+class RooflineGroup(TyperGroup):
+    """The app's click group: click's usage errors (a bad option value, an unknown option or
+    command, a missing argument) take the SpecError path too: one line on stderr, exit 2,
+    instead of click's boxed multi-line message."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.NoArgsIsHelpError as exc:
+            typer.echo(exc.ctx.get_help() if exc.ctx else exc.format_message(), err=True)
+            code = 2
+        except (click.ClickException, SpecError) as exc:
+            typer.echo(error_line(exc), err=True)
+            code = getattr(exc, "exit_code", 2)
+        except click.Abort:
+            typer.echo("Aborted!", err=True)
+            code = 1
+        else:
+            code = rv if isinstance(rv, int) else 0
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
 app = typer.Typer(
+    cls=RooflineGroup,
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     add_completion=False,

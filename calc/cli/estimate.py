@@ -34,8 +34,10 @@ from calc.cli.options import (
     scenario_setup,
     spec_config,
 )
-from calc.cli.values import parse_values
+from calc.cli.values import in_range, parse_values
+from calc.core import limits
 from calc.core import text as render
+from calc.core.errors import SpecError
 from calc.spec.catalog import load_model
 
 
@@ -77,6 +79,10 @@ def estimate_cmd(
     B = parse_values(batch, "--batch")
     T = parse_values(prompt_len, "--prompt-len")
     G = parse_values(output_len, "--output-len")
+    n = len(B) * len(T) * len(G)
+    if n > limits.max_scenarios():
+        raise SpecError("--batch/--prompt-len/--output-len", None,
+                        limits.too_many("scenarios", n, limits.max_scenarios(), limits.SCENARIOS_ENV))
     grid = np.meshgrid(B, T, G, indexing="ij")
     est = estimate(spec, hw, *grid, scenario_setup(weight_dtype, kv_dtype, compute_dtype, group_size,
                                                    attention, ideal, tp, pp, ep, imbalance))
@@ -100,8 +106,8 @@ def ops_cmd(
     model: ModelOpt,
     hardware: HardwareOpt,
     phase: Annotated[Phase, typer.Option("--phase", help="prefill (seq-len prompt tokens) or decode (one token at context seq-len).")] = Phase.decode,
-    batch: Annotated[int, typer.Option("--batch", "-b", min=1, help="Sequences per batch.")] = 1,
-    seq_len: Annotated[int, typer.Option("--seq-len", "-s", min=1, help="Prompt tokens (prefill) or cached context (decode).")] = 1024,
+    batch: Annotated[int, typer.Option("--batch", "-b", callback=in_range("--batch"), help="Sequences per batch.")] = 1,
+    seq_len: Annotated[int, typer.Option("--seq-len", "-s", callback=in_range("--seq-len"), help="Prompt tokens (prefill) or cached context (decode).")] = 1024,
     weight_dtype: WeightDtypeOpt = None,
     kv_dtype: KVDtypeOpt = None,
     compute_dtype: ComputeDtypeOpt = None,

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from calc.cli.values import one, parse_values
+from calc.cli.values import in_range, one, parse_values
 from calc.core.errors import SpecError
 from calc.cost.setup import Setup
 from calc.spec.catalog import load_hardware, load_model
@@ -23,12 +23,12 @@ KVDtypeOpt = Annotated[str | None, typer.Option("--kv-dtype", help="KV cache: bf
 ComputeDtypeOpt = Annotated[str | None, typer.Option("--compute-dtype", help="Matmul dtype (default: fp8 for fp8 weights, else the model's).")]
 AttentionOpt = Annotated[str | None, typer.Option("--attention", help="Attention kernel: fused (FlashAttention, scores stay on chip) or unfused (default: the engine's, else fused).")]
 EngineOpt = Annotated[str | None, typer.Option("--engine", help="Serving-engine preset: ideal, default, vllm, sglang, trtllm, llama.cpp, hf (default: the profile's own). See `roofline engines`.")]
-GroupOpt = Annotated[int, typer.Option("--group-size", min=1, help="Weights per quantisation scale for int8/int4/fp4 weights.")]
+GroupOpt = Annotated[int, typer.Option("--group-size", callback=in_range("--group-size"), help="Weights per quantisation scale for int8/int4/fp4 weights.")]
 IdealOpt = Annotated[bool, typer.Option("--ideal", help="Pure roofline: peak FLOP/s and data-sheet bandwidth, no overheads.")]
 TPOpt = Annotated[str, typer.Option("--tp", help="Tensor-parallel GPUs (shards heads, MLP, vocab; 2 all-reduces per layer); sweeps take a list.")]
 PPOpt = Annotated[str, typer.Option("--pp", help="Pipeline stages (layers split; one activation send per stage boundary); sweeps take a list.")]
-EPOpt = Annotated[int, typer.Option("--ep", help="Expert-parallel GPUs for MoE layers (divides --tp; 2 all-to-alls per MoE layer).")]
-ImbalanceOpt = Annotated[float, typer.Option("--imbalance", help="MoE load imbalance under EP: busiest GPU's routed tokens over the mean (>= 1).")]
+EPOpt = Annotated[int, typer.Option("--ep", callback=in_range("--ep"), help="Expert-parallel GPUs for MoE layers (divides --tp; 2 all-to-alls per MoE layer).")]
+ImbalanceOpt = Annotated[float, typer.Option("--imbalance", callback=in_range("--imbalance"), help="MoE load imbalance under EP: busiest GPU's routed tokens over the mean (>= 1).")]
 BatchOpt = Annotated[str, typer.Option("--batch", "-b", help="Sequences per batch: N, a list 1,8,64 or a range start:stop:step.")]
 PromptOpt = Annotated[str, typer.Option("--prompt-len", "-t", help="Prompt tokens per sequence (list/range allowed).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar (it is drawn on stderr only when stderr is a terminal).")]

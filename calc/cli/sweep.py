@@ -61,7 +61,7 @@ def sweep_cmd(
     spec_accept: SpecAcceptOpt = 0.7,
     columns: Annotated[str | None, typer.Option("--columns", help="Keep only these result columns (comma-separated) besides the inputs.")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write .csv, .parquet or .jsonl (JSON lines), by suffix; default: CSV on stdout.")] = None,
-    yes: Annotated[bool, typer.Option("--yes", help="Run grids of more than 100 million scenarios.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Run grids of more than a million scenarios (up to 100 million).")] = False,
     quiet: QuietOpt = False,
 ) -> None:
     """A grid over models, hardware, dtypes, TP/PP, batch and lengths -> CSV, Parquet or JSON lines, one row per scenario.
@@ -71,27 +71,33 @@ def sweep_cmd(
     """
     from calc import sweep
     from calc.core.progress import bar
-    from calc.cost.sweep import MAX_SCENARIOS
+    from calc.cost.sweep import MAX_SCENARIOS, MAX_SCENARIOS_YES
     from calc.render.frames import check_table_path, print_csv, write_frame
 
     if out is not None:
         check_table_path(out)
     if context is not None:
         prompt_len, output_len = context, "2"
+    cap = MAX_SCENARIOS_YES if yes else MAX_SCENARIOS
+    hint = "the most a sweep runs" if yes else "pass --yes to run up to 100,000,000"
+
+    def values(text, option):
+        return parse_values(text, option, max_count=cap, raise_hint=hint)
+
     grid = dict(
-        model=split_names(model), hardware=split_names(hardware), batch=parse_values(batch, "--batch"),
-        prompt_len=parse_values(prompt_len, "--prompt-len" if context is None else "--context"),
-        output_len=parse_values(output_len, "--output-len"), weight_dtype=split_names(weight_dtype),
-        kv_dtype=split_names(kv_dtype), compute_dtype=compute_dtype, tp=parse_values(tp, "--tp"),
-        pp=parse_values(pp, "--pp"), attention=attention, ideal=ideal, engine=engine, group_size=group_size,
+        model=split_names(model), hardware=split_names(hardware), batch=values(batch, "--batch"),
+        prompt_len=values(prompt_len, "--prompt-len" if context is None else "--context"),
+        output_len=values(output_len, "--output-len"), weight_dtype=split_names(weight_dtype),
+        kv_dtype=split_names(kv_dtype), compute_dtype=compute_dtype, tp=values(tp, "--tp"),
+        pp=values(pp, "--pp"), attention=attention, ideal=ideal, engine=engine, group_size=group_size,
         ep=ep, imbalance=imbalance, spec=spec_config(spec_draft, spec_heads, spec_k, spec_accept),
-        max_scenarios=2**62 if yes else MAX_SCENARIOS,
+        max_scenarios=cap,
     )
     try:
         with bar("sweep", quiet) as progress:
             frame = sweep(**grid, progress=progress)
     except TooLarge as exc:
-        raise SpecError(exc.path, exc.field, f"{exc.problem} (pass --yes to run it anyway)") from None
+        raise SpecError(exc.path, exc.field, f"{exc.problem} ({hint})") from None
     if columns:
         keep = split_names(columns)
         unknown = [c for c in keep if c not in frame.columns]

@@ -39,12 +39,26 @@ MAX_SECONDS = 1e9                # SLO targets, times in a CSV
 MAX_SEED = 2**32 - 1             # numpy's SeedSequence takes any non-negative int; 32 bits is plenty
 MAX_GENERIC = 1e15               # any other number a spec holds
 
+# --- the range each command-line option's values must fall in (low, high)
+OPTION_RANGES = {
+    "--batch": (1, MAX_BATCH),
+    "--prompt-len": (1, MAX_TOKENS),
+    "--output-len": (1, MAX_TOKENS),
+    "--seq-len": (1, MAX_TOKENS),
+    "--context": (1, MAX_TOKENS),
+    "--tp": (1, MAX_PARALLEL),
+    "--pp": (1, MAX_PARALLEL),
+    "--ep": (1, MAX_PARALLEL),
+    "--group-size": (1, MAX_DIM),
+    "--imbalance": (1.0, MAX_IMBALANCE),
+}
+
 # --- size guards (raise with the environment variable named in the message)
 SCENARIOS_ENV = "ROOFLINE_MAX_SCENARIOS"
 REQUESTS_ENV = "ROOFLINE_MAX_REQUESTS"
 ROWS_ENV = "ROOFLINE_MAX_CSV_ROWS"
 FILE_BYTES_ENV = "ROOFLINE_MAX_FILE_MB"
-_DEFAULTS = {SCENARIOS_ENV: 100_000, REQUESTS_ENV: 200_000, ROWS_ENV: 20_000, FILE_BYTES_ENV: 64}
+_DEFAULTS = {SCENARIOS_ENV: 10_000, REQUESTS_ENV: 200_000, ROWS_ENV: 20_000, FILE_BYTES_ENV: 64}
 
 
 def cap(env: str) -> int:
@@ -58,7 +72,8 @@ def cap(env: str) -> int:
 
 
 def max_scenarios() -> int:
-    """Scenarios one estimate / intensity / ops / sweep may evaluate."""
+    """Scenarios one estimate or intensity may evaluate (and values one option may list);
+    sweep has its own, larger cap (calc.cost.sweep.MAX_SCENARIOS, raised by --yes)."""
     return cap(SCENARIOS_ENV)
 
 
@@ -89,13 +104,15 @@ def bad_number(value: object, high: float, low: float | None = None) -> str | No
     if isinstance(value, float) and not math.isfinite(value):
         return f"must be a finite number, got {value}"
     if abs(value) > high:
-        return f"{_short(value)} is out of range (at most {_short(high)})"
+        return f"{short(value)} is out of range (at most {short(high)})"
     if low is not None and value < low:
-        return f"{_short(value)} is out of range (at least {_short(low)})"
+        return f"{short(value)} is out of range (at least {short(low)})"
     return None
 
 
-def _short(value: float) -> str:
-    if isinstance(value, int) and len(str(abs(value))) > 12:
-        return f"{float(value):.3g}" if abs(value) < 1e300 else f"an integer of {len(str(abs(value)))} digits"
+def short(value: float) -> str:
+    """A number as a message shows it (a huge integer as its size, not its digits)."""
+    if isinstance(value, int) and value.bit_length() > 40:  # str() of > 4300 digits raises
+        bits = value.bit_length()
+        return f"{float(value):.3g}" if bits < 1000 else f"an integer of about {int(bits * 0.30103) + 1} digits"
     return f"{value:g}" if isinstance(value, float) else str(value)

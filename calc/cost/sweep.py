@@ -22,7 +22,8 @@ from calc.cost.speculative import speculative
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
 
-MAX_SCENARIOS = 100_000_000
+MAX_SCENARIOS = 1_000_000  # a million scenarios take seconds; 4 million minutes and GBs
+MAX_SCENARIOS_YES = 100_000_000  # the most --yes runs
 BLOCK = 262_144  # scenarios per call over a grid's axes (the decode nodes make 8x as many values)
 
 
