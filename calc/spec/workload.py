@@ -32,11 +32,12 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from calc.core import limits as lim
 from calc.core.errors import SpecError
 from calc.core.files import exists
+from calc.core.units import canonical_dtype
 from calc.spec.catalog import build, load_hardware, load_model, read_yaml
 from calc.spec.hardware import HardwareSpec
 from calc.spec.lengths import Length, _Spec, read_trace
@@ -115,6 +116,12 @@ class DtypeChoice(_Spec):
     weight: str | None = None
     kv: str | None = None
     compute: str | None = None
+
+    @field_validator("weight", "kv", "compute")
+    @classmethod
+    def _known(cls, v: str | None) -> str | None:
+        """A dtype the calculator knows, checked here so the error names this file and field."""
+        return None if v is None else canonical_dtype(v)
 
 
 class Serving(_Spec):

@@ -36,3 +36,31 @@ def test_writes_text_bytes_and_callables_readable_by_all(tmp_path):
 def test_missing_folder_names_the_option(tmp_path):
     with pytest.raises(SpecError, match="--out.*does not exist"):
         atomic_write(tmp_path / "nope" / "x.csv", "x")
+
+
+def test_read_text_refuses_special_files_long_names_and_bad_encoding(tmp_path, monkeypatch):
+    import os
+
+    import pytest
+
+    from calc.core.errors import SpecError
+    from calc.core.files import read_text
+
+    fifo = tmp_path / "x.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(SpecError, match="not a regular file"):
+        read_text(fifo)  # refused before open(): it would block
+    with pytest.raises(SpecError, match="not a regular file"):
+        read_text("/dev/zero")
+    with pytest.raises(SpecError, match="longer than 255"):
+        read_text(tmp_path / ("a" * 300 + ".yaml"))
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes(b"name: caf\xe9\n")
+    with pytest.raises(SpecError, match="not UTF-8"):
+        read_text(bad)
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"x" * 2_000_001)
+    monkeypatch.setenv("ROOFLINE_MAX_FILE_MB", "2")
+    with pytest.raises(SpecError, match="ROOFLINE_MAX_FILE_MB"):
+        read_text(big)
+    assert read_text(bad.with_name("ok.yaml").write_text("a: 1\n") and bad.with_name("ok.yaml")) == "a: 1\n"
