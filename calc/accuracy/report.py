@@ -12,8 +12,7 @@ from calc.accuracy.fit import FIT_FILE
 from calc.accuracy.harness import MODELS, PREVIOUS, PUBLISHED, Run, run
 from calc.accuracy.summary import GROUPINGS, done_when, figures, grouped_table, overall_table
 from calc.core import text as render
-from calc.core.errors import SpecError
-from calc.core.files import atomic_write
+from calc.core.files import atomic_write, out_folder
 from calc.core.progress import Progress, silent
 
 MODEL_PATHS = ("calc/cost", "calc/serving", "calc/spec", "calc/data/engines.yaml", "hardware_profiles", "model_configs")
@@ -101,10 +100,7 @@ def record_previous(path: Path = PREVIOUS) -> str:
 
 def write_accuracy_report(out: Path, fit: bool = True, progress: Progress = silent) -> str:
     """Predict every row, write out/README.md, out/predictions.csv, out/errors.png; return the figures."""
-    try:  # before the minute of fitting, so that a bad --out fails at once
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SpecError("--out", None, f"{out}: cannot create the folder ({exc.strerror or exc})") from None
+    out = out_folder(out, parents=True)  # before the minute of fitting: a bad --out fails at once
     r = run(fit_rows=fit, progress=progress)
     n_file = rows_in_file()
     pred_rows = [{"id": x.row.id, "publisher": x.row.publisher, "engine": x.row.engine, "preset": x.row.preset,

@@ -34,6 +34,22 @@ def check_writable(path: Path, option: str = "--out") -> Path:
     return path
 
 
+def out_folder(out: Path | str, option: str = "--out", parents: bool = False, create: bool = True) -> Path:
+    """An output folder, created when absent (with its parents when ``parents``; only checked
+    when not ``create``); a file in the way, a missing parent or no permission is one SpecError."""
+    path = Path(out)
+    if exists(path) and not path.is_dir():
+        raise SpecError(option, None, f"{path} exists and is not a folder")
+    if not parents and not path.parent.is_dir():
+        raise SpecError(option, None, f"{path}: the folder {path.parent} does not exist")
+    if create:
+        try:
+            path.mkdir(parents=parents, exist_ok=True)
+        except OSError as exc:
+            raise SpecError(option, None, f"{path}: cannot create ({exc.strerror or exc})") from None
+    return path
+
+
 def atomic_write(path: Path | str, content: str | bytes | Callable[[IO], object], option: str = "--out") -> Path:
     """Write text, bytes, or whatever ``content(fh)`` writes to a binary handle, atomically.
     The file gets the usual 0o644 mode (mkstemp would leave it 0o600)."""

@@ -14,8 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from calc.core import text as render
-from calc.core.errors import SpecError
-from calc.core.files import atomic_write
+from calc.core.files import atomic_write, out_folder
 from calc.core.units import GB
 from calc.plot.plan import kv_png, pareto_png, roofline_png
 from calc.render.doc import Doc
@@ -282,23 +281,9 @@ def build_report(plan: Plan) -> Doc:
     return d
 
 
-def check_out_dir(out) -> Path:
-    """--out: a folder to create or reuse (its parent must exist)."""
-    path = Path(out)
-    if path.exists() and not path.is_dir():
-        raise SpecError("--out", None, f"{path} exists and is not a folder")
-    if not path.parent.is_dir():
-        raise SpecError("--out", None, f"{path}: the folder {path.parent} does not exist")
-    return path
-
-
 def write_report(plan: Plan, out) -> list[Path]:
     """DIR/report.md (+ its PNGs), DIR/report.html (self-contained) and DIR/plan.json."""
-    folder = check_out_dir(out)
-    try:
-        folder.mkdir(exist_ok=True)
-    except OSError as exc:
-        raise SpecError("--out", None, f"{folder}: cannot create ({exc.strerror})") from None
+    folder = out_folder(out)
     doc = build_report(plan)
     written = []
     for b in doc.blocks:
