@@ -33,6 +33,49 @@ QUICK_SIZES = [2**k for k in range(10, 23, 2)]  # 1 KiB .. 4 MiB
 FULL_SIZES = [2**k for k in range(10, 27)]  # 1 KiB .. 64 MiB
 
 
+def loopback_interface() -> str:
+    """The loopback interface's name (lo on Linux, lo0 on macOS)."""
+    try:
+        names = [name for _, name in socket.if_nameindex()]
+    except OSError:
+        names = []
+    return next((n for n in ("lo", "lo0") if n in names), "lo")
+
+
+def worker_env(world_size: int, backend: str, port: int) -> dict[str, str]:
+    """The workers' environment: torchrun's variables with the rendezvous on 127.0.0.1 and gloo
+    (and NCCL's bootstrap) bound to the loopback interface, so that no worker resolves the
+    machine's hostname or sends anything off the machine."""
+    lo = loopback_interface()
+    return {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(world_size),
+            "GLOO_SOCKET_IFNAME": lo, "NCCL_SOCKET_IFNAME": lo, "TP_SOCKET_IFNAME": lo,
+            "ROOFLINE_COMM_BACKEND": backend, "OMP_NUM_THREADS": "1"}
+
+
+def socket_addresses() -> list[str]:
+    """The local and peer IP addresses of this process's connected inet sockets (the loopback check)."""
+    import stat
+
+    folder = "/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"
+    out = set()
+    for name in os.listdir(folder):
+        try:
+            fd = int(name)
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                continue
+            with socket.socket(fileno=os.dup(fd)) as sock:
+                if sock.family not in (socket.AF_INET, socket.AF_INET6):
+                    continue
+                try:
+                    peer = sock.getpeername()[0]
+                except OSError:  # a listening socket (the store's server) has no peer and sends nothing
+                    continue
+                out.update((sock.getsockname()[0], peer))
+        except (OSError, ValueError):
+            continue
+    return sorted(out)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -85,11 +128,14 @@ def worker(sizes: list[int], repeats: int, out_path: str) -> None:
         rows.append({"size_bytes": n * 4, "all_reduce_s": ar, "all_to_all_s": a2a})
     gathered = [None] * world
     dist.all_gather_object(gathered, rows)
+    addresses = [None] * world
+    dist.all_gather_object(addresses, socket_addresses())
     if rank == 0:
         # the slowest rank's time is the collective's time
         merged = [{k: (max(g[i][k] for g in gathered) if k.endswith("_s") else rows[i][k]) for k in rows[i]}
                   for i in range(len(rows))]
-        Path(out_path).write_text(json.dumps({"world_size": world, "backend": backend, "rows": merged}))
+        atomic_write(out_path, json.dumps({"world_size": world, "backend": backend, "rows": merged,
+                                           "addresses": sorted({a for ad in addresses for a in ad})}))
     dist.destroy_process_group()
 
 
@@ -97,8 +143,7 @@ def launch(world_size: int, sizes: list[int], repeats: int, backend: str, timeou
     """Start ``world_size`` workers as torchrun would and return rank 0's measurements."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "comm.json"
-        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
-               "WORLD_SIZE": str(world_size), "ROOFLINE_COMM_BACKEND": backend, "OMP_NUM_THREADS": "1"}
+        env = worker_env(world_size, backend, _free_port())
         args = [sys.executable, "-m", "validate.comm", json.dumps(sizes), str(repeats), str(out)]
         procs = [subprocess.Popen(args, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -175,7 +220,8 @@ def validate_comm(world_size: int, out_dir: Path, backend: str = "auto", quick: 
         f"  latency_us: {ar['latency_us']:.4g}  # source: comm.csv fit\n"
     )
     atomic_write(out_dir / "interconnect.yaml", block)
-    return {"world_size": world_size, "backend": data["backend"], "fits": fits, "rows": rows}
+    return {"world_size": world_size, "backend": data["backend"], "fits": fits, "rows": rows,
+            "addresses": data.get("addresses", [])}
 
 
 if __name__ == "__main__":  # a worker, started by launch()

@@ -135,7 +135,9 @@ def scatter(run, path: Path) -> Path | None:
            ylabel="predicted (ms)", title=f"held-out models on {run.device_name[:40]}")
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    from calc.core.files import atomic_write
+
+    atomic_write(path, lambda fh: fig.savefig(fh, format="png", dpi=110))
     plt.close(fig)
     return path
 

@@ -10,6 +10,7 @@ a temp file in the target folder, then ``os.replace``. Errors a user can cause
 
 from __future__ import annotations
 
+import glob
 import os
 import stat
 import tempfile
@@ -54,8 +55,9 @@ def atomic_write(path: Path | str, content: str | bytes | Callable[[IO], object]
     """Write text, bytes, or whatever ``content(fh)`` writes to a binary handle, atomically.
     The file gets the usual 0o644 mode (mkstemp would leave it 0o600)."""
     path = check_writable(Path(path), option)
+    remove_stale_temps(path)
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
     except OSError as exc:
         raise SpecError(option, None, f"{path}: cannot write ({exc.strerror})") from None
     try:
@@ -77,6 +79,37 @@ def atomic_write(path: Path | str, content: str | bytes | Callable[[IO], object]
         _discard(tmp)
         raise
     return path
+
+
+def remove_stale_temps(path: Path) -> list[Path]:
+    """Delete the temp files a killed writer of ``path`` left (``.NAME.PID.XXXX.tmp`` whose PID is
+    no longer running); a live writer's temp file, in a concurrent run, is left alone."""
+    removed = []
+    try:
+        candidates = list(path.parent.glob(f".{glob.escape(path.name)}.*.tmp"))
+    except OSError:
+        return removed
+    for tmp in candidates:
+        pid = tmp.name[len(path.name) + 2:].split(".", 1)[0]
+        if pid.isdigit() and not _running(int(pid)):
+            try:
+                tmp.unlink()
+                removed.append(tmp)
+            except OSError:
+                pass
+    return removed
+
+
+def _running(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # someone else's process, or not ours to tell: keep its file
+    return True
 
 
 def _discard(tmp: str) -> None:

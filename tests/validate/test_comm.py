@@ -14,7 +14,7 @@ from calc.cost.latency import estimate  # noqa: E402
 from calc.cost.setup import Setup
 from calc.spec.catalog import HARDWARE_DIR, build  # noqa: E402
 from calc.spec.hardware import HardwareSpec  # noqa: E402
-from validate.comm import fit  # noqa: E402
+from validate.comm import fit, validate_comm, worker_env  # noqa: E402
 
 
 def test_fit_recovers_a_known_link():
@@ -48,3 +48,22 @@ def test_validate_comm_bad_input():
     assert r.exit_code == 2 and "at least 2" in r.output
     r = CliRunner().invoke(app, ["validate-comm", "--backend", "mpi"])
     assert r.exit_code == 2 and "--backend" in r.output
+
+
+def test_workers_stay_on_loopback(tmp_path, monkeypatch):
+    # environment: rendezvous on 127.0.0.1, gloo bound to the loopback interface
+    monkeypatch.setenv("MASTER_ADDR", "example.invalid")  # a caller's value does not leak through
+    env = worker_env(2, "gloo", 29500)
+    assert env["MASTER_ADDR"] == "127.0.0.1"
+    assert env["GLOO_SOCKET_IFNAME"] in ("lo", "lo0") and env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"]
+    # rendezvous: every inet socket the two workers held (store and gloo pairs) is on loopback
+    res = validate_comm(2, tmp_path / "comm", "gloo", quick=True, repeats=2)
+    import ipaddress
+
+    assert res["addresses"], "the workers reported no sockets"
+    def loopback(text):
+        ip = ipaddress.ip_address(text.split("%")[0])
+        mapped = getattr(ip, "ipv4_mapped", None)  # ::ffff:127.0.0.1
+        return ip.is_loopback or (mapped is not None and mapped.is_loopback)
+
+    assert all(loopback(a) for a in res["addresses"]), res["addresses"]

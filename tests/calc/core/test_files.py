@@ -2,6 +2,7 @@
 
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -64,3 +65,52 @@ def test_read_text_refuses_special_files_long_names_and_bad_encoding(tmp_path, m
     with pytest.raises(SpecError, match="ROOFLINE_MAX_FILE_MB"):
         read_text(big)
     assert read_text(bad.with_name("ok.yaml").write_text("a: 1\n") and bad.with_name("ok.yaml")) == "a: 1\n"
+
+
+_SLOW_WRITER = """
+import sys, time
+from calc.core.files import atomic_write
+
+def slow(fh):
+    for _ in range(200):
+        fh.write(b"new" * 1000)
+        fh.flush()
+        print("writing", flush=True)
+        time.sleep(0.01)
+
+atomic_write(sys.argv[1], slow)
+"""
+
+
+def test_sigkill_during_a_write_leaves_the_old_file_and_the_next_write_cleans_up(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from calc.core.files import atomic_write
+
+    target = tmp_path / "out.csv"
+    target.write_text("old\n")
+    root = Path(__file__).resolve().parents[3]
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_WRITER, str(target)], cwd=root,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "writing"  # the temp file exists and is half-written
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert target.read_text() == "old\n"  # the old file, whole
+    stale = list(tmp_path.glob(".out.csv.*.tmp"))
+    assert len(stale) == 1
+    atomic_write(target, "fresh\n")  # the next run of the same target removes the dead writer's temp
+    assert target.read_text() == "fresh\n" and not list(tmp_path.glob(".out.csv.*.tmp"))
+
+
+def test_a_live_writers_temp_is_left_alone(tmp_path):
+    import os
+
+    from calc.core.files import atomic_write
+
+    live = tmp_path / f".out.csv.{os.getppid()}.abcd.tmp"  # our parent is alive
+    live.write_text("busy")
+    atomic_write(tmp_path / "out.csv", "x")
+    assert live.exists()
