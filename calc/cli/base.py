@@ -41,7 +41,7 @@ class RooflineGroup(TyperGroup):
         except (click.ClickException, SpecError) as exc:
             typer.echo(error_line(exc), err=True)
             code = getattr(exc, "exit_code", 2)
-        except click.Abort:
+        except typer.Abort:
             typer.echo("Aborted!", err=True)
             code = 1
         else:

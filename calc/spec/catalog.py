@@ -156,7 +156,7 @@ def load_spec(ref: str) -> ModelSpec | HardwareSpec:
     if ref in hardware_catalog():
         return load_hardware(ref)
     p = Path(ref)
-    if p.suffix in (".yaml", ".yml") and p.is_file():
+    if p.suffix in (".yaml", ".yml") and exists(p):
         data = read_yaml(p)
         tries = []
         for cls, load in ((ModelSpec, load_model), (HardwareSpec, load_hardware)):
