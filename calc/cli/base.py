@@ -17,9 +17,21 @@ from calc.core.errors import SpecError
 
 def error_line(exc: BaseException) -> str:
     """The one line a user's mistake prints: ``roofline: error: <option or file>: <problem>``."""
-    if isinstance(exc, click.BadParameter) and exc.param is not None and not isinstance(exc, click.MissingParameter):
-        opts = getattr(exc.param, "opts", None) or [(exc.param.name or "value").upper()]
-        text = f"{max(opts, key=len)}: {exc.message.removeprefix('Value error, ')}"
+    param = getattr(exc, "param", None)
+    if isinstance(exc, click.UsageError):
+        # where: the option or argument, else the option named, else the (sub)command
+        opts = (getattr(param, "opts", None) or [(param.name or "value").upper()]) if param is not None else []
+        ctx = exc.ctx
+        where = (max(opts, key=len) if opts else getattr(exc, "option_name", None)
+                 or (ctx.info_name if ctx is not None and ctx.parent is not None else "roofline"))
+        if isinstance(exc, click.MissingParameter):
+            kind = "option" if getattr(param, "param_type_name", "") == "option" else "argument"
+            problem = f"missing {kind}"
+        elif isinstance(exc, click.BadParameter):
+            problem = exc.message.removeprefix("Value error, ")
+        else:
+            problem = exc.format_message()
+        text = f"{where}: {problem}"
     elif isinstance(exc, click.ClickException):
         text = exc.format_message()
     else:

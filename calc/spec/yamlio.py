@@ -12,7 +12,10 @@ from calc.core.errors import SpecError
 from calc.core.files import read_text
 
 S = TypeVar("S", bound=BaseModel)
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# The pure-Python safe loader, not libyaml's CSafeLoader: the C composer recurses without a
+# limit and segfaults on deeply nested input ("a: [[[[..." 100,000 deep); Python's stops at
+# the recursion limit with a RecursionError, reported below. The specs are small files.
+_Loader = yaml.SafeLoader
 
 
 class _UniqueKeyLoader(_Loader):
@@ -37,13 +40,16 @@ def read_yaml(path: Path) -> dict:
     """Read a YAML mapping; any problem becomes a SpecError naming the file."""
     text = read_text(path, "YAML file")
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a safe loader, C when available)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise SpecError(path, None, f"malformed YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
-    except (ValueError, RecursionError) as exc:  # an integer of > 4300 digits; nesting too deep
-        raise SpecError(path, None, f"malformed YAML: {str(exc).splitlines()[0][:120] or exc.__class__.__name__}") from None
+    except RecursionError:
+        raise SpecError(path, None, "malformed YAML: nested too deep") from None
+    except ValueError as exc:  # int() of more than 4,300 digits
+        problem = "an integer of more than 4,300 digits" if "digits" in str(exc) else str(exc).splitlines()[0][:120]
+        raise SpecError(path, None, f"malformed YAML: {problem}") from None
     if not isinstance(data, dict):
         raise SpecError(path, None, "expected a mapping of keys to values at the top level")
     return data
