@@ -74,8 +74,11 @@ class OpTime:
 
     @property
     def intensity(self) -> np.ndarray:
+        """FLOPs / bytes moved; 0 for an operator with no FLOPs (a collective, a lookup), inf only
+        for FLOPs that move no bytes."""
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(self.op.bytes > 0, self.op.flops / np.where(self.op.bytes > 0, self.op.bytes, 1), np.inf)
+            ratio = self.op.flops / np.where(self.op.bytes > 0, self.op.bytes, 1)
+            return np.where(self.op.bytes > 0, ratio, np.where(self.op.flops > 0, np.inf, 0.0))
 
 
 def op_time(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, link: Link = NO_LINK) -> OpTime:
