@@ -71,7 +71,8 @@ def parse_values(text: str | int | float, option: str, kind=int, max_count: int 
 
 
 def _unreadable(option: str, part: str) -> SpecError:
-    return SpecError(option, None, f"cannot read {part!r}: expected a number, a comma list or start:stop:step")
+    shown = part if len(part) <= 40 else f"{part[:20]}...({len(part)} characters)"
+    return SpecError(option, None, f"cannot read {shown!r}: expected a number, a comma list or start:stop:step")
 
 
 def split_names(text: str | None) -> list[str | None]:
