@@ -56,9 +56,10 @@ OPTION_RANGES = {
 # --- size guards (raise with the environment variable named in the message)
 SCENARIOS_ENV = "ROOFLINE_MAX_SCENARIOS"
 REQUESTS_ENV = "ROOFLINE_MAX_REQUESTS"
+SIMULATED_ENV = "ROOFLINE_MAX_SIMULATED"
 ROWS_ENV = "ROOFLINE_MAX_CSV_ROWS"
 FILE_BYTES_ENV = "ROOFLINE_MAX_FILE_MB"
-_DEFAULTS = {SCENARIOS_ENV: 10_000, REQUESTS_ENV: 20_000, ROWS_ENV: 20_000, FILE_BYTES_ENV: 64}
+_DEFAULTS = {SCENARIOS_ENV: 2_000, REQUESTS_ENV: 20_000, SIMULATED_ENV: 500_000, ROWS_ENV: 20_000, FILE_BYTES_ENV: 64}
 
 
 def cap(env: str) -> int:
@@ -72,14 +73,21 @@ def cap(env: str) -> int:
 
 
 def max_scenarios() -> int:
-    """Scenarios one estimate or intensity may evaluate (and values one option may list);
-    sweep has its own, larger cap (calc.cost.sweep.MAX_SCENARIOS, raised by --yes)."""
+    """Scenarios one estimate, intensity or plot may evaluate (and values one option may list):
+    2,000 keep them to seconds (10,000 estimates of DeepSeek-V3 take 15 CPU-s); sweep, the
+    command for grids, has its own cap (calc.cost.sweep.MAX_SCENARIOS, raised by --yes)."""
     return cap(SCENARIOS_ENV)
 
 
 def max_requests() -> int:
     """Requests one simulation may draw."""
     return cap(REQUESTS_ENV)
+
+
+def max_simulated() -> int:
+    """Requests x candidate configurations one plan may simulate (the bundled chat workload:
+    2,000 x 72 = 144,000, about 4 s)."""
+    return cap(SIMULATED_ENV)
 
 
 def max_csv_rows() -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+from calc.core import limits
 from calc.core.errors import SpecError
 
 # calc.plot.charts is the public face: the chart functions live in plot_ops and plot_sweeps.
@@ -104,9 +105,34 @@ def sweep_for(kind: str, model="llama-3.1-8b", hardware="h100-sxm", *, batch=Non
         batch = batch or _doubling(1, 512)
     elif kind == "tp":
         tp = _as_list(tp) if given["tp"] is not None else [1, 2, 4, 8]
+    _check_size(kind, {"--model": models, "--hardware": _as_list(hardware), "--batch": batch or [1],
+                       "--prompt-len": prompt_len or [512], "--output-len": output_len or [128], "--tp": tp,
+                       "--weight-dtype": _as_list(weight_dtype) or [None], "--kv-dtype": _as_list(kv_dtype) or [None]})
     return sweep(model=models, hardware=_as_list(hardware), batch=batch or [1], prompt_len=prompt_len or [512],
                  output_len=output_len or [128], weight_dtype=_as_list(weight_dtype) or [None],
                  kv_dtype=_as_list(kv_dtype) or [None], tp=tp)
+
+
+MAX_LINES = 64  # series one chart draws; more is unreadable and slow to render
+# the list each sweep chart spreads along its x axis (context charts put the context in prompt_len)
+AXIS = {"ttft": "--prompt-len", "tpot-batch": "--batch", "tpot-context": "--prompt-len", "throughput": "--batch",
+        "kv-memory": "--prompt-len", "tp": "--tp"}
+
+
+def _check_size(kind: str, lists: dict[str, list]) -> None:
+    """Before the sweep: at most limits.max_scenarios() points and MAX_LINES lines (every list but
+    the chart's axis draws one line per value)."""
+    sizes = {k: len(v) for k, v in lists.items()}
+    points = math.prod(sizes.values())
+    if points > limits.max_scenarios():
+        raise SpecError("plot", None, limits.too_many(f"points on the {kind} chart", points, limits.max_scenarios(),
+                                                       limits.SCENARIOS_ENV))
+    axis = AXIS[kind]
+    lines = points // sizes[axis]
+    if lines > MAX_LINES:
+        many = ", ".join(f"{k} ({n})" for k, n in sizes.items() if n > 1 and k != axis)
+        raise SpecError("plot", None, f"{lines:,} lines on one {kind} chart (at most {MAX_LINES}); "
+                                      f"give fewer values to {many}")
 
 
 SWEEP_CHARTS = {

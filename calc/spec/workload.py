@@ -345,6 +345,11 @@ def resolve(spec: Workload, path: Path | None = None) -> LoadedWorkload:
         raise SpecError(where, "engine", exc.problem) from None
     if spec.requests > lim.max_requests():
         raise SpecError(where, "requests", lim.too_many("requests", spec.requests, lim.max_requests(), lim.REQUESTS_ENV))
+    configs = len(spec.hardware) * len(set(spec.tp)) * len(set(spec.max_batch))
+    if spec.requests * configs > lim.max_simulated():
+        raise SpecError(where, "requests", lim.too_many(
+            f"simulated requests ({spec.requests:,} x {configs} hardware/tp/max_batch configurations)",
+            spec.requests * configs, lim.max_simulated(), lim.SIMULATED_ENV))
     T, G, rows = sample_lengths(spec, base, where)
     held = T + G - 1
     over = held > model.max_context

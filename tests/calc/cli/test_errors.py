@@ -50,5 +50,5 @@ def test_ranges_are_counted_before_they_are_expanded(monkeypatch):
 
 def test_estimate_scenario_guard_names_the_limit():
     r = runner.invoke(app, ["estimate", *M, "--batch", "1:200", "--prompt-len", "1:100"])
-    assert r.exit_code == 2 and "20,000 scenarios exceeds the limit of 10,000" in r.stderr
+    assert r.exit_code == 2 and "20,000 scenarios exceeds the limit of 2,000" in r.stderr
     assert "ROOFLINE_MAX_SCENARIOS" in r.stderr
