@@ -29,7 +29,7 @@ def _only(name: str):
     infos = [c for c in app.registered_commands if (c.name or c.callback.__name__) == name]
     if not infos:
         return app  # unknown, or an option such as --help: the full app answers
-    one = typer.Typer(**{k: getattr(app.info, k) for k in ("no_args_is_help", "help")},
+    one = typer.Typer(**{k: getattr(app.info, k) for k in ("cls", "no_args_is_help", "help")},
                       pretty_exceptions_show_locals=False, add_completion=False)
     one.registered_commands = infos
     one.callback()(lambda: None)  # a group, as the full app is (one command alone would be the app)

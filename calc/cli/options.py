@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from calc.cli.values import in_range, one, parse_values
+from calc.cli.values import check_value, in_range, one, parse_values
 from calc.core.errors import SpecError
 from calc.cost.setup import Setup
 from calc.spec.catalog import load_hardware, load_model
@@ -35,7 +35,7 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar (
 OutputOpt = Annotated[str, typer.Option("--output-len", "-g", help="Output tokens per sequence (list/range allowed).")]
 SpecDraftOpt = Annotated[str | None, typer.Option("--spec-draft", help="Speculative decoding with this draft model (catalog name or path; same vocabulary as --model).")]
 SpecHeadsOpt = Annotated[str | None, typer.Option("--spec-heads", help="Speculative decoding with EAGLE/MTP-style draft heads: LAYERS or LAYERS:WIDTH (hidden size; default the target's).")]
-SpecKOpt = Annotated[int, typer.Option("--spec-k", help="Draft tokens proposed per verification step (with --spec-draft or --spec-heads).")]
+SpecKOpt = Annotated[int, typer.Option("--spec-k", callback=in_range("--spec-k"), help="Draft tokens proposed per verification step (with --spec-draft or --spec-heads).")]
 SpecAcceptOpt = Annotated[float, typer.Option("--spec-accept", help="Acceptance rate per drafted token, in [0, 1).")]
 
 
@@ -65,6 +65,9 @@ def spec_config(draft: str | None, heads: str | None, k: int, accept: float):
             nums = []
         if len(nums) not in (1, 2) or min(nums) < 1:
             raise SpecError("--spec-heads", None, f"expected LAYERS or LAYERS:WIDTH (whole numbers >= 1), got {heads!r}")
+        check_value(nums[0], "--spec-heads")
+        if len(nums) == 2:
+            check_value(nums[1], "--spec-heads width")
         parsed = DraftHeads(nums[0], nums[1] if len(nums) == 2 else None)
     return SpecConfig(k, accept, load_model(draft) if draft is not None else None, parsed)
 

@@ -51,6 +51,9 @@ OPTION_RANGES = {
     "--ep": (1, MAX_PARALLEL),
     "--group-size": (1, MAX_DIM),
     "--imbalance": (1.0, MAX_IMBALANCE),
+    "--spec-k": (1, 1024),                   # draft tokens per verification step
+    "--spec-heads": (1, MAX_LAYERS),         # draft-head layers (its width: --spec-heads L:W, up to MAX_DIM)
+    "--spec-heads width": (1, MAX_DIM),
 }
 
 # --- size guards (raise with the environment variable named in the message)

@@ -52,3 +52,16 @@ def test_estimate_scenario_guard_names_the_limit():
     r = runner.invoke(app, ["estimate", *M, "--batch", "1:200", "--prompt-len", "1:100"])
     assert r.exit_code == 2 and "20,000 scenarios exceeds the limit of 2,000" in r.stderr
     assert "ROOFLINE_MAX_SCENARIOS" in r.stderr
+
+
+@pytest.mark.parametrize("argv", [["estimate", *M, "--ep", "0"], ["estimate", *M, "--format", "xml"], ["nocmd"]])
+def test_the_console_entry_takes_the_same_path(argv, monkeypatch, capsys):
+    import sys
+
+    from calc.cli import app as entry
+
+    monkeypatch.setattr(sys, "argv", ["roofline", *argv])
+    with pytest.raises(SystemExit) as done:
+        entry.main()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert done.value.code == 2 and len(err) == 1 and err[0].startswith("roofline: error: ")
