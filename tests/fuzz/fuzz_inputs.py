@@ -112,6 +112,15 @@ def _scenario(rng: random.Random, args: list[str], lists: bool = True) -> list[s
         args += ["--engine", _pick(rng, ENGINES + ["vlm", ""])]
     if rng.random() < 0.1:
         args.append("--ideal")
+    if rng.random() < 0.1:  # speculative decoding
+        if rng.random() < 0.5:
+            args += ["--spec-heads", _pick(rng, ["1", "2:4096", "0", "100000", "1:1e9", "abc", "3:0"])]
+        else:
+            args += ["--spec-draft", _pick(rng, ["llama-3.2-1b", "tiny-decoder", "gpt2", "nope", "/dev/zero"])]
+        if rng.random() < 0.5:
+            args += ["--spec-k", _number(rng, ["2", "4", "8"])]
+        if rng.random() < 0.5:
+            args += ["--spec-accept", _pick(rng, ["0.5", "0.9", "0", "1", "nan", "inf", "-0.1", "abc"])]
     return args
 
 
@@ -224,7 +233,10 @@ def _workload(rng: random.Random, files: dict) -> str:
               "arrival: {rate_per_s: 1.0e+30}", "arrival: {concurrency: 100000000}", "tp: [0]", "tp: [3]",
               "max_gpus: 1.0e+9", "prompt_len: {dist: normal, mean: 100, std: 1.0e+30}",
               "prompt_len: {dist: lognormal, median: 1000, sigma: 50}", "output_len: {dist: fixed, value: 0}",
-              "engine: nope", "hardware: []", "model: nope"]
+              "engine: nope", "hardware: []", "model: nope", "chunk_tokens: [512, 2048]", "chunk_tokens: [0]",
+              "chunk_tokens: [1.0e+12]", "prefix_cache: {shared_tokens: 1000000000000, hit_rate: 0.5}",
+              "prefix_cache: {shared_tokens: 100, hit_rate: 1.5}",
+              "disaggregation: {network_gb_s: .inf}", "disaggregation: {gpus_per_node: 0}"]
     text = "\n".join(lines) + "\n"
     body = mutate_yaml(rng, text) if rng.random() < 0.5 else text.encode()
     if rng.random() < 0.6:
@@ -294,7 +306,9 @@ def generate(rng: random.Random) -> Case:
                 args += [opt, _number(rng, pool)]
         args = _scenario(rng, args)
         if rng.random() < 0.4:
-            args += ["--out", "{tmp}/" + _pick(rng, ["s.csv", "s.jsonl", "s.parquet", "nodir/s.csv", "s.json"])]
+            args += ["--out", "{tmp}/" + _pick(rng, ["s.csv", "s.jsonl", "s.parquet", "nodir/s.csv", "s.json", "s.xlsx"])]
+        if rng.random() < 0.2:
+            args.append("--quiet")
         if rng.random() < 0.1:
             args += ["--columns", _pick(rng, ["ttft_s", "nope", "tpot_s,ttft_s"])]
         if rng.random() < 0.05:
