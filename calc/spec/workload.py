@@ -345,10 +345,14 @@ def resolve(spec: Workload, path: Path | None = None) -> LoadedWorkload:
         raise SpecError(where, "engine", exc.problem) from None
     if spec.requests > lim.max_requests():
         raise SpecError(where, "requests", lim.too_many("requests", spec.requests, lim.max_requests(), lim.REQUESTS_ENV))
-    configs = len(spec.hardware) * len(set(spec.tp)) * len(set(spec.max_batch))
+    # the configurations the planner may simulate: hardware x TP x PP x EP x max batch x chunk size,
+    # twice with speculative decoding (searched with and without)
+    configs = (len(spec.hardware) * len(set(spec.tp)) * len(set(spec.pp)) * len(set(spec.ep))
+               * len(set(spec.max_batch)) * len(set(spec.chunk_tokens or [0]))
+               * (2 if spec.speculative is not None else 1))
     if spec.requests * configs > lim.max_simulated():
         raise SpecError(where, "requests", lim.too_many(
-            f"simulated requests ({spec.requests:,} x {configs} hardware/tp/max_batch configurations)",
+            f"simulated requests ({spec.requests:,} x {configs:,} candidate configurations)",
             spec.requests * configs, lim.max_simulated(), lim.SIMULATED_ENV))
     T, G, rows = sample_lengths(spec, base, where)
     held = T + G - 1
