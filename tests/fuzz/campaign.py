@@ -4,7 +4,7 @@ random SIGKILLs of commands that write files; prints the counts.
     python tests/fuzz/campaign.py                      # 10,000 inputs, 2 workers, 24 kills
     python tests/fuzz/campaign.py --n 500 --kills 0    # a quick look
 
-Inputs: ``fuzz_inputs.SEEDS`` (issue 17's reproducers), then ``generate`` with seeded randoms.
+Inputs: ``fuzz_seeds.SEEDS`` (issue 17's reproducers), then ``fuzz_inputs.generate`` with seeded randoms.
 Each worker process runs its share in-process (typer's CliRunner) under RLIMIT_AS
 (``--mem-gb``) and a SIGALRM time cap (``--time-cap``); a case whose peak RSS grows past
 ``--rss-gb`` or that raises MemoryError counts as a memory blow-up, and a worker that dies
@@ -44,7 +44,8 @@ TITLES = {"ok": "exit 0, sane", "suspect": "exit 0 with NaN/inf/null/negative (s
 
 
 def case_for(index: int, seed: int):
-    from fuzz_inputs import SEEDS, generate
+    from fuzz_inputs import generate
+    from fuzz_seeds import SEEDS
 
     if index < len(SEEDS):
         return SEEDS[index]
@@ -57,7 +58,7 @@ def case_for(index: int, seed: int):
 def worker(start: int, stop: int, seed: int, log: Path, time_cap: float, rss_gb: float, mem_gb: float) -> None:
     limit = int(mem_gb * (1 << 30))
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    from fuzz_inputs import Outcome, run_case
+    from fuzz_run import Outcome, run_case
 
     import calc.cli.app  # noqa: F401  (imported once, before the clock starts)
 

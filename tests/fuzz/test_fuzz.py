@@ -12,7 +12,9 @@ from __future__ import annotations
 import random
 
 import pytest
-from fuzz_inputs import SEEDS, generate, run_case
+from fuzz_inputs import generate
+from fuzz_run import run_case
+from fuzz_seeds import SEEDS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -1,0 +1,167 @@
+"""Running one fuzz case in-process and naming its outcome.
+
+``run_case`` runs a ``Case`` through typer's CliRunner, as ``roofline`` would (main()'s
+one-command app), under a SIGALRM time cap; ``classify`` names the outcome:
+
+    ok          exit 0, every number in a json/csv output finite and (outside error columns) >= 0
+    suspect     exit 0 with NaN / inf / null / a negative quantity in the output
+    one_line    exit 2 (or 1 for a failed check), stderr one line "roofline: error: WHERE: problem"
+    multi_line  exit 2 with more than one line, or without the prefix
+    traceback   an exception escaped the CLI
+    hang        over the time cap
+    memory      MemoryError (or, in the campaign, a worker killed over its memory cap)
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from fuzz_inputs import Case
+
+
+@dataclass
+class Outcome:
+    kind: str
+    label: str
+    exit_code: int | None
+    stderr: str
+    detail: str = ""
+
+
+class Hang(BaseException):
+    """Raised by SIGALRM when a case runs past its time cap (a BaseException: no `except
+    Exception` in the code under test swallows it)."""
+
+
+def _alarm(signum, frame):
+    raise Hang()
+
+
+def run_case(case: Case, tmp: Path, time_cap_s: float = 60.0) -> Outcome:
+    """Run one case in-process with typer's CliRunner (the files written under ``tmp``),
+    interrupted after ``time_cap_s`` (SIGALRM; main thread, Unix)."""
+    import signal
+
+    from typer.testing import CliRunner
+
+    from calc.cli import app as entry
+
+    args = case.materialise(tmp)
+    # the app `roofline` runs: main() builds a one-command app for a known command name
+    app = entry._only(args[0]) if args and hasattr(entry, "_only") else entry.app
+    env = {k: v.replace("{tmp}", str(tmp)) for k, v in case.env.items()}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, time_cap_s)
+    try:
+        try:
+            result = CliRunner().invoke(app, args, catch_exceptions=True)
+        except Hang:
+            return Outcome(case.kind, "hang", None, "", f"over {time_cap_s:g} s")
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return classify(case, result)
+
+
+def classify(case: Case, result) -> Outcome:
+    exc = result.exception
+    stderr = getattr(result, "stderr", "") or ""
+    if exc is not None and not isinstance(exc, SystemExit):
+        if isinstance(exc, MemoryError):
+            return Outcome(case.kind, "memory", None, stderr, "MemoryError")
+        if isinstance(exc, Hang):
+            return Outcome(case.kind, "hang", None, stderr, "time cap")
+        return Outcome(case.kind, "traceback", None, stderr, f"{type(exc).__name__}: {str(exc)[:200]}")
+    code = result.exit_code
+    if code == 0:
+        why = suspect(result.stdout, case.args)
+        return Outcome(case.kind, "suspect" if why else "ok", 0, stderr, why or "")
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    # the one-line promise: "roofline: error: WHERE: problem"; the planned-in / wrote lines of
+    # a command that then failed a check do not count against it
+    errors = [ln for ln in lines if ln.startswith("roofline: error: ")]
+    if code in (1, 2) and len(errors) == 1 and len(lines) == 1 and ": " in errors[0][len("roofline: error: "):]:
+        return Outcome(case.kind, "one_line", code, stderr)
+    return Outcome(case.kind, "multi_line", code, stderr, f"{len(lines)} lines: {stderr[:200]!r}")
+
+
+_NONFINITE = re.compile(r"(?<![\w-])-?(nan|inf)(?![\w-])", re.I)  # as Python prints them
+_SIGNED = ("error", "delta", "change", "diff", "residual", "bias")
+# nulls the README documents: TPOT of a request with one output token (no decode step)
+_DOCUMENTED_NULLS = {"tpot_s"}
+
+
+def suspect(stdout: str, args: list[str]) -> str | None:
+    """Why an exit-0 output looks like silent nonsense (None when it looks sane): a NaN, an
+    infinity or a null number in JSON, a negative quantity in JSON or CSV outside error columns."""
+    text = stdout.strip()
+    if not text:
+        return None
+    if text[0] in "[{":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            return "unparseable JSON"
+        return _bad_json(data, "")
+    if "\n" in text and "," in text.splitlines()[0] and ("csv" in args or args[:1] == ["sweep"]):
+        rows = list(csv.DictReader(io.StringIO(text)))
+        for row in rows:
+            for key, cell in row.items():
+                why = _bad_cell(key or "", cell)
+                if why:
+                    return why
+        return None
+    m = _NONFINITE.search(text)
+    return f"{m.group(0)!r} in the table" if m else None
+
+
+def _bad_cell(key: str, cell) -> str | None:
+    if not isinstance(cell, str) or not cell:
+        return None
+    try:
+        value = float(cell)
+    except ValueError:
+        return None
+    if not math.isfinite(value):
+        return f"{key} = {cell}"
+    if value < 0 and not any(s in key for s in _SIGNED):
+        return f"{key} = {cell} (negative)"
+    return None
+
+
+def _bad_json(data, key: str) -> str | None:
+    if isinstance(data, dict):
+        for k, v in data.items():
+            why = _bad_json(v, str(k))
+            if why:
+                return why
+    elif isinstance(data, list):
+        for v in data:
+            why = _bad_json(v, key)
+            if why:
+                return why
+    elif isinstance(data, bool):
+        return None
+    elif isinstance(data, float | int):
+        if isinstance(data, float) and not math.isfinite(data):
+            return f"{key} = {data}"
+        if data < 0 and not any(s in key for s in _SIGNED):
+            return f"{key} = {data} (negative)"
+    elif data is None and key not in _DOCUMENTED_NULLS and re.search(r"(_s|_flops|_bytes|_per_s|_tokens|flops|bytes|time)$", key):
+        return f"{key} = null"
+    return None
