@@ -15,6 +15,19 @@ from calc.cli.base import command
 from calc.cli.options import HardwareOpt, QuietOpt
 from calc.core import text as render
 from calc.core.errors import SpecError
+from calc.core.files import out_folder
+
+RUN_DTYPES = ("fp32", "bf16", "fp16")  # the dtypes validate and profile build torch models in
+
+
+def run_dtypes(text: str) -> tuple[str, ...]:
+    """--dtype of validate and profile: a comma list of RUN_DTYPES, checked before any work."""
+    dtypes = tuple(d.strip() for d in text.split(",") if d.strip())
+    unknown = [d for d in dtypes if d not in RUN_DTYPES]
+    if not dtypes or unknown:
+        raise SpecError("--dtype", None, f"{', '.join(map(repr, unknown)) or 'no dtype'} given; "
+                                         f"run dtypes are {', '.join(RUN_DTYPES)}")
+    return dtypes
 
 
 @command("validate-comm")
@@ -72,12 +85,8 @@ def profile_cmd(
     """
     from validate.profile import run_profile
 
-    if out.exists() and not out.is_dir():
-        raise SpecError("--out", None, f"{out} exists and is not a folder")
-    dtypes = tuple(d.strip() for d in dtype.split(",") if d.strip())
-    bad = [d for d in dtypes if d not in ("fp32", "bf16", "fp16")]
-    if bad or not dtypes:
-        raise SpecError("--dtype", None, f"expected fp32, bf16 or fp16, got {dtype!r}")
+    out_folder(out, parents=True, create=False)
+    dtypes = run_dtypes(dtype)
     hw, path, _, wall = run_profile(device, out, threads, quick, dtypes, say=typer.echo)
     e = hw.efficiency
     typer.echo(f"peaks {', '.join(f'{d} {v * 1e3:.4g} GFLOP/s' for d, v in hw.peak_tflops.items())}; "
@@ -110,14 +119,14 @@ def validate_cmd(
     from validate.report import summary_lines, write_all
     from validate.runner import HELD_OUT, Options, run
 
-    if out.exists() and not out.is_dir():
-        raise SpecError("--out", None, f"{out} exists and is not a folder")
+    out_folder(out, parents=True, create=False)
+    dtypes = run_dtypes(dtype)
     models = tuple(m.strip() for m in model.split(",") if m.strip()) if model else HELD_OUT
     from calc.core.progress import bar
 
     with bar("validate", quiet) as progress:
-        res = run(Options(models, out, device, layers, tuple(d.strip() for d in dtype.split(",") if d.strip()),
-                          quick, hardware, threads, budget, impl, profile), say=typer.echo, progress=progress)
+        res = run(Options(models, out, device, layers, dtypes, quick, hardware, threads, budget, impl, profile),
+                  say=typer.echo, progress=progress)
     written = write_all(res)
     for line in summary_lines(res):
         typer.echo(line)

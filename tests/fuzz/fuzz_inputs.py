@@ -24,6 +24,7 @@ HARDWARE = sorted(p.stem for p in (ROOT / "hardware_profiles").glob("*.yaml"))
 HF = sorted(p.parent.name for p in (ROOT / "tests" / "fixtures" / "hf").glob("*/config.json"))
 WORKLOADS = sorted((ROOT / "reports" / "plans" / "workloads").glob("*.yaml"))
 MEASURED = ROOT / "reports" / "validation" / "cpu-llama-3.2-1b-1layer"
+KERNELS = ROOT / "reports" / "validation" / "cpu-heldout-1thread" / "kernels"
 PLOTS = ["roofline", "ttft", "tpot-batch", "tpot-context", "throughput", "kv-memory", "breakdown", "tp"]
 DTYPES = ["bf16", "fp16", "fp8", "int8", "int4", "fp4", "fp32", "tf32"]
 ENGINES = ["ideal", "default", "vllm", "sglang", "trtllm", "llama.cpp", "hf"]
@@ -332,13 +333,18 @@ def generate(rng: random.Random) -> Case:
             args += ["--out", "{tmp}/" + _pick(rng, ["plan", "w.yaml", "nodir/plan"])]
         args = _fmt(rng, args, bad=0.05)
     elif kind == "calibrate":
-        files["run/measurements.csv"] = _measurements(rng) if rng.random() < 0.9 else b"model,dtype\n"
-        files["run/model.yaml"] = (MEASURED / "model.yaml").read_bytes()
-        args = ["calibrate", "--measurements", "{tmp}/run/measurements.csv", "--hardware",
-                _pick(rng, ["cpu-generic-2core", "cpu-generic-2core", "h100-sxm", "nope"]),
+        # a kernel-table folder (roofline profile's): the saved tables, one or two of them mutated,
+        # or not a table folder at all
+        for table in sorted(KERNELS.glob("*.yaml")) if KERNELS.is_dir() else []:
+            body = table.read_text()
+            files[f"run/{table.name}"] = mutate_yaml(rng, body) if rng.random() < 0.15 else body
+        if rng.random() < 0.1:
+            files["run/measurements.csv"] = _measurements(rng)
+        if rng.random() < 0.05:
+            files["run/fifo.yaml"] = "<fifo>"
+        args = ["calibrate", "--kernels", _pick(rng, ["{tmp}/run"] * 4 + ["{tmp}/none", "/dev/zero", "{tmp}/run/x"]),
+                "--hardware", _pick(rng, ["cpu-generic-2core", "cpu-generic-2core", "h100-sxm", "nope"]),
                 "--out", "{tmp}/" + _pick(rng, ["cal.yaml", "nodir/cal.yaml", "run"])]
-        if rng.random() < 0.3:
-            args += ["--model", _pick(rng, ["llama-3.2-1b", "llama-3.1-70b", "{tmp}/run/model.yaml", "nope"])]
     elif kind == "validate":
         # always invalid in at least one place: a valid run times torch for a minute
         bad = {"--dtype": _pick(rng, ["fp7", "", ",", "fp8", "int4", "fp32,fp7"]),

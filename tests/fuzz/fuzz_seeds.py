@@ -35,7 +35,7 @@ def _csv_cell(column: str, value: str) -> bytes:
 
 
 def _calibrate(body: bytes) -> Case:
-    return _seed("calibrate", ["calibrate", "--measurements", "{tmp}/run/measurements.csv", "--hardware",
+    return _seed("calibrate", ["calibrate", "--kernels", "{tmp}/run", "--hardware",
                                "cpu-generic-2core", "--out", "{tmp}/cal.yaml"],
                  {"run/measurements.csv": body, "run/model.yaml": (MEASURED / "model.yaml").read_bytes()})
 
