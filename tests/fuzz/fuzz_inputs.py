@@ -335,14 +335,16 @@ def generate(rng: random.Random) -> Case:
     elif kind == "calibrate":
         # a kernel-table folder (roofline profile's): the saved tables, one or two of them mutated,
         # or not a table folder at all
-        for table in sorted(KERNELS.glob("*.yaml")) if KERNELS.is_dir() else []:
+        tables = sorted(KERNELS.glob("*.yaml")) if KERNELS.is_dir() else []
+        bad = rng.randrange(len(tables)) if tables and rng.random() < 0.5 else None
+        for i, table in enumerate(tables):
             body = table.read_text()
-            files[f"run/{table.name}"] = mutate_yaml(rng, body) if rng.random() < 0.15 else body
+            files[f"run/{table.name}"] = mutate_yaml(rng, body) if i == bad else body
         if rng.random() < 0.1:
             files["run/measurements.csv"] = _measurements(rng)
         if rng.random() < 0.05:
             files["run/fifo.yaml"] = "<fifo>"
-        args = ["calibrate", "--kernels", _pick(rng, ["{tmp}/run"] * 4 + ["{tmp}/none", "/dev/zero", "{tmp}/run/x"]),
+        args = ["calibrate", "--kernels", _pick(rng, ["{tmp}/run"] * 8 + ["{tmp}/none", "/dev/zero", "{tmp}/run/x"]),
                 "--hardware", _pick(rng, ["cpu-generic-2core", "cpu-generic-2core", "h100-sxm", "nope"]),
                 "--out", "{tmp}/" + _pick(rng, ["cal.yaml", "nodir/cal.yaml", "run"])]
     elif kind == "validate":
