@@ -170,15 +170,15 @@ def _complete(path: Path) -> bool:
 def _commands(folder: Path) -> list[tuple[str, list[str], float]]:
     """(name, argv, a typical run time in s on this machine) of the commands that write files."""
     wl = ROOT / "reports" / "plans" / "workloads" / "chat-llama-3.1-8b.yaml"
-    meas = ROOT / "reports" / "validation" / "cpu-llama-3.2-1b-1layer" / "measurements.csv"
+    saved = ROOT / "reports" / "validation" / "cpu-heldout-1thread"  # kernel tables and the profile fitted to them
     return [
         ("plan", ["plan", str(wl), "--out", str(folder / "plan"), "--requests", "300"], 4.0),
         ("sweep", ["sweep", "--batch", "1:200", "--prompt-len", "64:4096:64", "--out", str(folder / "s.csv")], 4.0),
         ("plot", ["plot", "ttft", "--out", str(folder / "p.png")], 2.0),
-        ("calibrate", ["calibrate", "--measurements", str(meas), "--hardware", "cpu-generic-2core",
+        ("calibrate", ["calibrate", "--kernels", str(saved / "kernels"), "--hardware", "cpu-generic-2core",
                        "--out", str(folder / "cal.yaml")], 3.0),
         ("validate", ["validate", "-m", "tiny-decoder", "--quick", "--dtype", "fp32", "--budget", "2",
-                      "--out", str(folder / "v")], 10.0),
+                      "--profile", str(saved / "calibrated.yaml"), "--out", str(folder / "v")], 5.0),
     ]
 
 
@@ -260,13 +260,17 @@ def report(results: list[dict], wall_s: float, kills: dict | None) -> None:
     slow = sorted((r for r in results if r.get("s")), key=lambda r: -r["s"])[:3]
     print("\nslowest: " + "; ".join(f"{r['s']:.1f} s {' '.join(r['args'])[:60]}" for r in slow))
     if kills is not None:
-        s = kills["stats"]
-        print("\n| kills | count |\n|---|---|")
-        for key in ("kills", "files checked", "damaged", "temp files left by a kill", "reruns failed",
-                    "temp files left after the rerun", "damaged after the rerun"):
-            print(f"| {key} | {s.get(key, 0)} |")
-        for note in kills["notes"][:20]:
-            print(f"- {note}")
+        report_kills(kills)
+
+
+def report_kills(kills: dict) -> None:
+    s = kills["stats"]
+    print("\n| kills | count |\n|---|---|")
+    for key in ("kills", "files checked", "damaged", "temp files left by a kill", "reruns failed",
+                "temp files left after the rerun", "damaged after the rerun"):
+        print(f"| {key} | {s.get(key, 0)} |")
+    for note in kills["notes"][:20]:
+        print(f"- {note}")
 
 
 def main() -> None:
@@ -287,8 +291,9 @@ def main() -> None:
     t0 = time.perf_counter()
     results = run_inputs(args.n, args.workers, args.seed, args.time_cap, args.rss_gb, args.mem_gb)
     wall = time.perf_counter() - t0
-    kills = run_kills(args.kills, args.seed) if args.kills else None
-    report(results, wall, kills)
+    report(results, wall, None)
+    if args.kills:
+        report_kills(run_kills(args.kills, args.seed))
 
 
 if __name__ == "__main__":
