@@ -11,9 +11,7 @@ Columns of measurements.csv (times in seconds; errors are predicted / measured -
 from __future__ import annotations
 
 import csv
-import functools
 import io
-import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -92,92 +90,6 @@ def write_rows(path: str | Path, rows: list[Row]) -> Path:
     return write_atomic(path, buf.getvalue())
 
 
-def read_rows(path: str | Path) -> list[Row]:
-    """Rows of a measurements.csv; problems are SpecErrors naming the file, line and column.
-    Every number is finite and in range (calc.core.limits) and the row count is capped before parsing."""
-    from calc.core import limits
-    from calc.core.files import read_text
-
-    path = Path(path)
-    text = read_text(path, "measurements CSV")
-    count = text.count("\n")
-    if count > limits.max_csv_rows():
-        raise SpecError(path, None, limits.too_many("rows", count, limits.max_csv_rows(), limits.ROWS_ENV))
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in ("dtype", "phase", "batch", "prompt_len", "context", "split", "status", "measured_s")
-               if c not in (reader.fieldnames or [])]
-    if missing:
-        raise SpecError(path, None, f"not a measurements.csv: missing column(s) {', '.join(missing)}")
-    rows = []
-    for line, rec in enumerate(reader, start=2):
-        if None in rec.values() or None in rec:
-            raise SpecError(path, f"line {line}", f"expected {len(reader.fieldnames)} columns, got "
-                                                  f"{len([v for v in rec.values() if v is not None])} (a truncated row?)")
-        try:
-            phase = rec["phase"]
-            if phase not in ("prefill", "decode"):
-                raise ValueError(f"phase: must be prefill or decode, got {phase!r}")
-            size_col = "prompt_len" if phase == "prefill" else "context"
-            point = Point(_dtype(rec), phase, _int(rec, "batch", limits.MAX_BATCH),
-                          _int(rec, size_col, limits.MAX_TOKENS))
-            num = functools.partial(_num, rec)
-            rows.append(Row(rec.get("model", ""), _int(rec, "layers", limits.MAX_LAYERS, 0), rec.get("device", ""),
-                            _int(rec, "threads", 1 << 20, 0), point, rec["split"], rec["status"],
-                            measured_s=num("measured_s"), min_s=num("min_s"), max_s=num("max_s"),
-                            spread=num("spread"), samples=_int(rec, "samples", 1 << 40, 0),
-                            others_cores=num("others_cores") or 0.0, flags=rec.get("flags", ""),
-                            predicted_default_s=num("predicted_default_s"),
-                            predicted_calibrated_s=num("predicted_calibrated_s"),
-                            bound_default=rec.get("bound_default", "")))
-        except ValueError as exc:
-            raise SpecError(path, f"line {line}", str(exc)) from None
-    if not rows:
-        raise SpecError(path, None, "no rows")
-    return rows
-
-
-def _dtype(rec: dict) -> str:
-    from calc.core.units import canonical_dtype
-
-    return canonical_dtype(rec["dtype"].strip()) if rec["dtype"].strip() else _bad("dtype", rec["dtype"], "a dtype")
-
-
-def _bad(key: str, cell: str, what: str):
-    raise ValueError(f"{key}: expected {what}, got {cell[:40]!r}")
-
-
-def _int(rec: dict, key: str, high: int, low: int = 1) -> int:
-    """A whole number in [low, high]; an absent optional column is ``low``."""
-    cell = (rec.get(key) or "").strip()
-    if not cell and key not in ("batch", "prompt_len", "context"):
-        return low
-    try:
-        value = float(cell)
-    except ValueError:
-        value = float("nan")
-    if not (math.isfinite(value) and value == int(value) and low <= value <= high):
-        _bad(key, cell, f"a whole number from {low} to {high:,}")
-    return int(value)
-
-
-def _num(rec: dict, key: str) -> float | None:
-    """A finite number >= 0 (times in seconds up to limits.MAX_SECONDS), or None for an empty cell."""
-    from calc.core import limits
-
-    cell = (rec.get(key) or "").strip()
-    if not cell:
-        return None
-    try:
-        value = float(cell)
-    except ValueError:
-        _bad(key, cell, "a number")
-    if key.startswith(("error_",)):
-        return value
-    if not 0 <= value <= limits.MAX_SECONDS:  # NaN fails too
-        _bad(key, cell, f"a finite number from 0 to {limits.MAX_SECONDS:g}")
-    return value
-
-
 def predict_point(spec: ModelSpec, hw: HardwareSpec, p: Point) -> tuple[float, str]:
     """The calculator's time for a grid point (seconds) and what bounds it, at the run's dtype."""
     dt = Dtypes(p.dtype, p.dtype, p.dtype)
@@ -189,7 +101,7 @@ def predict_point(spec: ModelSpec, hw: HardwareSpec, p: Point) -> tuple[float, s
     return float(cost.time_s), str(cost.bound)
 
 
-__all__ = ["Row", "read_rows", "write_rows", "predict_point"]
+__all__ = ["Row", "write_rows", "predict_point"]
 
 
 SEED = (2, 128, 16)  # the seed experiment: prompt [2, 128], 16 generated tokens
