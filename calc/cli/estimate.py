@@ -10,29 +10,21 @@ import typer
 
 from calc.cli.base import Format, FormatOpt, command, emit
 from calc.cli.options import (
-    AttentionOpt,
+    DEFAULT_SCENARIO,
     BatchOpt,
-    ComputeDtypeOpt,
-    EngineOpt,
-    EPOpt,
-    GroupOpt,
     HardwareOpt,
-    IdealOpt,
-    ImbalanceOpt,
     KVDtypeOpt,
     ModelOpt,
     OutputOpt,
-    PPOpt,
     PromptOpt,
+    Scenario,
     SpecAcceptOpt,
     SpecDraftOpt,
     SpecHeadsOpt,
     SpecKOpt,
-    TPOpt,
     WeightDtypeOpt,
-    hardware_with_engine,
-    scenario_setup,
     spec_config,
+    with_scenario,
 )
 from calc.cli.values import in_range, parse_values
 from calc.core import limits
@@ -42,23 +34,14 @@ from calc.spec.catalog import load_model
 
 
 @command("estimate")
+@with_scenario
 def estimate_cmd(
     model: ModelOpt,
     hardware: HardwareOpt,
     batch: BatchOpt = "1",
     prompt_len: PromptOpt = "512",
     output_len: OutputOpt = "128",
-    weight_dtype: WeightDtypeOpt = None,
-    kv_dtype: KVDtypeOpt = None,
-    compute_dtype: ComputeDtypeOpt = None,
-    attention: AttentionOpt = None,
-    group_size: GroupOpt = 128,
-    ideal: IdealOpt = False,
-    tp: TPOpt = "1",
-    pp: PPOpt = "1",
-    ep: EPOpt = 1,
-    imbalance: ImbalanceOpt = 1.0,
-    engine: EngineOpt = None,
+    scenario: Scenario = DEFAULT_SCENARIO,
     spec_draft: SpecDraftOpt = None,
     spec_heads: SpecHeadsOpt = None,
     spec_k: SpecKOpt = 4,
@@ -75,7 +58,7 @@ def estimate_cmd(
     from calc.cost.speculative import speculative
     from calc.render.estimate import estimate_records, estimate_rows_text, estimate_text, flat_record
 
-    spec, hw = load_model(model), hardware_with_engine(hardware, engine)
+    spec, hw = load_model(model), scenario.hardware(hardware)
     B = parse_values(batch, "--batch")
     T = parse_values(prompt_len, "--prompt-len")
     G = parse_values(output_len, "--output-len")
@@ -84,8 +67,7 @@ def estimate_cmd(
         raise SpecError("--batch/--prompt-len/--output-len", None,
                         limits.too_many("scenarios", n, limits.max_scenarios(), limits.SCENARIOS_ENV))
     grid = np.meshgrid(B, T, G, indexing="ij")
-    est = estimate(spec, hw, *grid, scenario_setup(weight_dtype, kv_dtype, compute_dtype, group_size,
-                                                   attention, ideal, tp, pp, ep, imbalance))
+    est = estimate(spec, hw, *grid, scenario.setup())
     spec_cfg = spec_config(spec_draft, spec_heads, spec_k, spec_accept)
     recs = estimate_records(est, speculative(est, spec_cfg) if spec_cfg is not None else None)
     if fmt is Format.json:
@@ -102,32 +84,21 @@ class Phase(str, Enum):
 
 
 @command("ops")
+@with_scenario
 def ops_cmd(
     model: ModelOpt,
     hardware: HardwareOpt,
     phase: Annotated[Phase, typer.Option("--phase", help="prefill (seq-len prompt tokens) or decode (one token at context seq-len).")] = Phase.decode,
     batch: Annotated[int, typer.Option("--batch", "-b", callback=in_range("--batch"), help="Sequences per batch.")] = 1,
     seq_len: Annotated[int, typer.Option("--seq-len", "-s", callback=in_range("--seq-len"), help="Prompt tokens (prefill) or cached context (decode).")] = 1024,
-    weight_dtype: WeightDtypeOpt = None,
-    kv_dtype: KVDtypeOpt = None,
-    compute_dtype: ComputeDtypeOpt = None,
-    attention: AttentionOpt = None,
-    group_size: GroupOpt = 128,
-    ideal: IdealOpt = False,
-    tp: TPOpt = "1",
-    pp: PPOpt = "1",
-    ep: EPOpt = 1,
-    imbalance: ImbalanceOpt = 1.0,
-    engine: EngineOpt = None,
+    scenario: Scenario = DEFAULT_SCENARIO,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Per-operator breakdown of one pass: one layer's FLOPs, bytes, intensity and time, the totals, sorted by time."""
     from calc.cost.breakdown import ops_records, ops_text
 
-    spec, hw = load_model(model), hardware_with_engine(hardware, engine)
-    recs, summary = ops_records(spec, hw, phase.value, batch, seq_len,
-                                scenario_setup(weight_dtype, kv_dtype, compute_dtype, group_size, attention, ideal,
-                                               tp, pp, ep, imbalance))
+    spec, hw = load_model(model), scenario.hardware(hardware)
+    recs, summary = ops_records(spec, hw, phase.value, batch, seq_len, scenario.setup())
     if fmt is Format.json:
         typer.echo(render.to_json({**summary, "ops": recs}))
     elif fmt is Format.csv:

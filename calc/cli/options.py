@@ -7,6 +7,9 @@ calc.cli.values (`1,8,64` or `128:8192:128`), and commands that take one value s
 
 from __future__ import annotations
 
+import functools
+import inspect
+from dataclasses import dataclass
 from typing import Annotated
 
 import typer
@@ -39,13 +42,65 @@ SpecKOpt = Annotated[int, typer.Option("--spec-k", callback=in_range("--spec-k")
 SpecAcceptOpt = Annotated[float, typer.Option("--spec-accept", help="Acceptance rate per drafted token, in [0, 1).")]
 
 
-def scenario_setup(weight_dtype=None, kv_dtype=None, compute_dtype=None, group_size=128, attention=None,
-                   ideal=False, tp="1", pp="1", ep=1, imbalance=1.0) -> Setup:
-    """The Setup of the scenario options, for commands that take one value of each."""
-    return Setup.of(weight_dtype=weight_dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype,
-                    group_size=group_size, attention=attention, ideal=ideal,
-                    tp=one(parse_values(tp, "--tp"), "--tp"), pp=one(parse_values(pp, "--pp"), "--pp"),
-                    ep=ep, imbalance=imbalance)
+@dataclass(frozen=True)
+class Scenario:
+    """The scenario options as given on the command line (text where a sweep takes a list)."""
+
+    weight_dtype: str | None = None
+    kv_dtype: str | None = None
+    compute_dtype: str | None = None
+    attention: str | None = None
+    group_size: int = 128
+    ideal: bool = False
+    tp: str = "1"
+    pp: str = "1"
+    ep: int = 1
+    imbalance: float = 1.0
+    engine: str | None = None
+
+    def setup(self) -> Setup:
+        """The Setup, for commands that take one value of each."""
+        return Setup.of(weight_dtype=self.weight_dtype, kv_dtype=self.kv_dtype, compute_dtype=self.compute_dtype,
+                        group_size=self.group_size, attention=self.attention, ideal=self.ideal,
+                        tp=one(parse_values(self.tp, "--tp"), "--tp"), pp=one(parse_values(self.pp, "--pp"), "--pp"),
+                        ep=self.ep, imbalance=self.imbalance)
+
+    def hardware(self, ref: str):
+        """The --hardware profile under the --engine preset."""
+        return hardware_with_engine(ref, self.engine)
+
+
+_SCENARIO_OPTIONS = (  # (name, option, default): the fields of Scenario, in --help order
+    ("weight_dtype", WeightDtypeOpt, None), ("kv_dtype", KVDtypeOpt, None), ("compute_dtype", ComputeDtypeOpt, None),
+    ("attention", AttentionOpt, None), ("group_size", GroupOpt, 128), ("ideal", IdealOpt, False),
+    ("tp", TPOpt, "1"), ("pp", PPOpt, "1"), ("ep", EPOpt, 1), ("imbalance", ImbalanceOpt, 1.0),
+    ("engine", EngineOpt, None),
+)
+
+
+def with_scenario(fn):
+    """The scenario options, declared once for every command that takes a scenario (estimate, ops,
+    sweep): the command declares ``scenario: Scenario`` and receives them in it. Typer reads the
+    command's signature, so the options are spliced into it (before the command's output options)."""
+    sig = inspect.signature(fn, eval_str=True)
+    own = [q.replace(kind=inspect.Parameter.KEYWORD_ONLY) for q in sig.parameters.values() if q.name != "scenario"]
+    extra = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a)
+             for n, a, d in _SCENARIO_OPTIONS]
+    at = next((i for i, q in enumerate(own) if q.name in _OUTPUT_OPTIONS), len(own))
+    params = own[:at] + extra + own[at:]
+
+    @functools.wraps(fn)
+    def wrapper(**kwargs):
+        scenario = Scenario(**{n: kwargs.pop(n) for n, _, _ in _SCENARIO_OPTIONS})
+        return fn(scenario=scenario, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=params)
+    wrapper.__annotations__ = {q.name: q.annotation for q in params}
+    return wrapper
+
+
+_OUTPUT_OPTIONS = ("spec_draft", "columns", "out", "fmt")  # the scenario options go before these
+DEFAULT_SCENARIO = Scenario()
 
 
 def spec_config(draft: str | None, heads: str | None, k: int, accept: float):

@@ -9,34 +9,29 @@ import typer
 
 from calc.cli.base import command
 from calc.cli.options import (
-    AttentionOpt,
+    DEFAULT_SCENARIO,
     BatchOpt,
-    ComputeDtypeOpt,
-    EngineOpt,
-    EPOpt,
-    GroupOpt,
     HardwareOpt,
-    IdealOpt,
-    ImbalanceOpt,
     KVDtypeOpt,
     ModelOpt,
     OutputOpt,
-    PPOpt,
     PromptOpt,
     QuietOpt,
+    Scenario,
     SpecAcceptOpt,
     SpecDraftOpt,
     SpecHeadsOpt,
     SpecKOpt,
-    TPOpt,
     WeightDtypeOpt,
     spec_config,
+    with_scenario,
 )
 from calc.cli.values import parse_values, split_names
 from calc.core.errors import SpecError, TooLarge
 
 
 @command("sweep")
+@with_scenario
 def sweep_cmd(
     model: ModelOpt = "llama-3.1-8b",
     hardware: HardwareOpt = "h100-sxm",
@@ -44,17 +39,7 @@ def sweep_cmd(
     prompt_len: PromptOpt = "512",
     output_len: OutputOpt = "128",
     context: Annotated[str | None, typer.Option("--context", help="Decode contexts to sweep TPOT over (list/range): sets the prompt length, 2 output tokens.")] = None,
-    weight_dtype: WeightDtypeOpt = None,
-    kv_dtype: KVDtypeOpt = None,
-    compute_dtype: ComputeDtypeOpt = None,
-    attention: AttentionOpt = None,
-    group_size: GroupOpt = 128,
-    ideal: IdealOpt = False,
-    tp: TPOpt = "1",
-    pp: PPOpt = "1",
-    ep: EPOpt = 1,
-    imbalance: ImbalanceOpt = 1.0,
-    engine: EngineOpt = None,
+    scenario: Scenario = DEFAULT_SCENARIO,
     spec_draft: SpecDraftOpt = None,
     spec_heads: SpecHeadsOpt = None,
     spec_k: SpecKOpt = 4,
@@ -87,10 +72,10 @@ def sweep_cmd(
     grid = dict(
         model=split_names(model), hardware=split_names(hardware), batch=values(batch, "--batch"),
         prompt_len=values(prompt_len, "--prompt-len" if context is None else "--context"),
-        output_len=values(output_len, "--output-len"), weight_dtype=split_names(weight_dtype),
-        kv_dtype=split_names(kv_dtype), compute_dtype=compute_dtype, tp=values(tp, "--tp"),
-        pp=values(pp, "--pp"), attention=attention, ideal=ideal, engine=engine, group_size=group_size,
-        ep=ep, imbalance=imbalance, spec=spec_config(spec_draft, spec_heads, spec_k, spec_accept),
+        output_len=values(output_len, "--output-len"), weight_dtype=split_names(scenario.weight_dtype),
+        kv_dtype=split_names(scenario.kv_dtype), compute_dtype=scenario.compute_dtype, tp=values(scenario.tp, "--tp"),
+        pp=values(scenario.pp, "--pp"), attention=scenario.attention, ideal=scenario.ideal, engine=scenario.engine,
+        group_size=scenario.group_size, ep=scenario.ep, imbalance=scenario.imbalance, spec=spec_config(spec_draft, spec_heads, spec_k, spec_accept),
         max_scenarios=cap,
     )
     try:
