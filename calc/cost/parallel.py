@@ -105,10 +105,10 @@ def link(hw: HardwareSpec, par: Parallel) -> Link:
     if par.tp == 1 and par.pp == 1:
         return NO_LINK
     if hw.interconnect is not None:
-        return Link(hw.interconnect.bandwidth_gb_s_per_direction * 1e9, hw.interconnect.latency_us * MICRO,
+        return Link(hw.interconnect.bandwidth_bytes_per_s, hw.interconnect.latency_s,
                     hw.collectives)
     if hw.pcie is not None:
-        return Link(hw.pcie.bandwidth_gb_s_per_direction * 1e9, 10e-6, hw.collectives)
+        return Link(hw.pcie.bandwidth_bytes_per_s, hw.pcie.latency_s, hw.collectives)
     raise SpecError(hw.name, "interconnect", "missing: a multi-GPU split needs the link bandwidth")
 
 

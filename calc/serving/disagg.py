@@ -62,7 +62,7 @@ def pick_link(p: Replica, x: int, d: Replica, y: int, gpus_per_node: int, networ
     """NVLink inside one node (same GPU type, both pools within gpus_per_node), else the network."""
     ic = p.hw.interconnect
     if p.hw.name == d.hw.name and ic is not None and x * p.tp + y * d.tp <= gpus_per_node:
-        return KVLink(ic.name, ic.bandwidth_gb_s_per_direction * 1e9, ic.latency_us * 1e-6)
+        return KVLink(ic.name, ic.bandwidth_bytes_per_s, ic.latency_s)
     return network
 
 

@@ -21,6 +21,7 @@ from calc.serving.capacity import Replica, steady_state, validate_split
 from calc.serving.disagg import DisaggTrial, KVLink, pick_link, simulate_disagg
 from calc.serving.prefix import CachedPrefix
 from calc.serving.trial import GUESS_UTIL, cost_key
+from calc.spec.hardware import Interconnect
 
 PAIRS_SIMULATED = 4  # cheapest (prefill, decode) pairs simulated
 STEPS_PER_PAIR = 6  # replica additions tried per pair
@@ -93,7 +94,8 @@ def search_disagg(wl, dt, T, G, gaps, targets: dict, prefix: CachedPrefix | None
     net_gb_s = dg.network_gb_s if dg.network_gb_s is not None else cl.network_gb_s
     net_us = dg.network_latency_us if dg.network_latency_us is not None else cl.network_latency_us
     node = dg.gpus_per_node if dg.gpus_per_node is not None else cl.gpus_per_node
-    network = KVLink("network", net_gb_s * 1e9, net_us * 1e-6)
+    net = Interconnect(name="network", bandwidth_gb_s_per_direction=net_gb_s, latency_us=net_us)
+    network = KVLink("network", net.bandwidth_bytes_per_s, net.latency_s)
     pairs = []
     for p in prefills:
         x = max(1, math.ceil(rate / (GUESS_UTIL * p.requests_per_s)))

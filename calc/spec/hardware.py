@@ -30,11 +30,30 @@ class Interconnect(_Spec):
     bandwidth_gb_s_per_direction: float = Field(gt=0, le=lim.MAX_LINK_GB_S)
     latency_us: float = Field(default=5.0, ge=0, le=lim.MAX_OVERHEAD_US)
 
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        return self.bandwidth_gb_s_per_direction * GB
+
+    @property
+    def latency_s(self) -> float:
+        return self.latency_us * MICRO
+
 
 class PCIe(_Spec):
     gen: int = Field(gt=0, le=64)
     lanes: int = Field(gt=0, le=1024)
     bandwidth_gb_s_per_direction: float = Field(gt=0, le=lim.MAX_LINK_GB_S)
+    # per hop of a collective over PCIe: the fixed 10 us the link model has always used (an
+    # assumption of the order of a PCIe peer-to-peer round trip plus NCCL's per-step cost)
+    latency_us: float = Field(default=10.0, ge=0, le=lim.MAX_OVERHEAD_US)
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        return self.bandwidth_gb_s_per_direction * GB
+
+    @property
+    def latency_s(self) -> float:
+        return self.latency_us * MICRO
 
 
 class Price(_Spec):

@@ -180,3 +180,13 @@ def test_tp8_decode_allreduce_uses_the_fitted_one_shot(h100):
     m = 4096 * 2  # one token x H = 4096 at bf16
     assert float(ar.comm_s) == pytest.approx(c.one_shot_us * 1e-6 + 7 * m / (450e9 * c.custom_fraction))
     assert float(ar.comm_s) < 10e-6  # a few-KB one-shot on NVLink, not 2(N-1) ring hops
+
+
+def test_link_units_come_from_the_spec():
+    from calc.cost.parallel import Parallel, link
+
+    h = load_hardware("h100-sxm")
+    ic = h.interconnect
+    got = link(h, Parallel(tp=2))
+    assert got.bandwidth_bytes_per_s == ic.bandwidth_gb_s_per_direction * 1e9  # GB = 1e9 bytes
+    assert got.hop_s == ic.latency_us * 1e-6
