@@ -1,8 +1,11 @@
 """Check the communication model against torch.distributed on this machine.
 
-`roofline validate-comm --world-size N --out DIR` starts N worker processes the way
-torchrun does (MASTER_ADDR, MASTER_PORT, RANK, LOCAL_RANK and WORLD_SIZE in the
-environment, ``init_method="env://"``), times all-reduce and all-to-all over a
+`roofline validate-comm --world-size N --out DIR` starts N worker processes (RANK,
+LOCAL_RANK and WORLD_SIZE in the environment, as torchrun sets them), which meet through a
+FileStore in the run's temporary folder, not a TCP store: torch's TCPStore client formats its
+peer with a reverse name lookup (a DNS query for 1.0.0.127.in-addr.arpa to the configured
+resolver, seen with strace), and a check must make no name lookups at all. gloo's pairs connect
+over the loopback interface, pinned by GLOO_SOCKET_IFNAME. The workers time all-reduce and all-to-all over a
 range of message sizes (gloo on CPU, NCCL on GPUs), fits the link bandwidth and
 per-hop latency of calc.cost.parallel's models by least squares
 
@@ -17,10 +20,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -42,12 +47,17 @@ def loopback_interface() -> str:
     return next((n for n in ("lo", "lo0") if n in names), "lo")
 
 
-def worker_env(world_size: int, backend: str, port: int) -> dict[str, str]:
-    """The workers' environment: torchrun's variables with the rendezvous on 127.0.0.1 and gloo
-    (and NCCL's bootstrap) bound to the loopback interface, so that no worker resolves the
-    machine's hostname or sends anything off the machine."""
+# A caller's rendezvous variables must not reach the workers (they meet through the FileStore).
+RENDEZVOUS_VARS = ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCH_DISTRIBUTED_DEBUG")
+
+
+def worker_env(world_size: int, backend: str, store: str | Path) -> dict[str, str]:
+    """The workers' environment: the world size, the FileStore's path, and gloo (and NCCL's
+    bootstrap) bound to the loopback interface by name, so that no worker resolves a host name
+    or sends anything off the machine."""
     lo = loopback_interface()
-    return {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(world_size),
+    env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS_VARS}
+    return {**env, "WORLD_SIZE": str(world_size), "ROOFLINE_COMM_STORE": str(store),
             "GLOO_SOCKET_IFNAME": lo, "NCCL_SOCKET_IFNAME": lo, "TP_SOCKET_IFNAME": lo,
             "ROOFLINE_COMM_BACKEND": backend, "OMP_NUM_THREADS": "1"}
 
@@ -76,12 +86,6 @@ def socket_addresses() -> list[str]:
     return sorted(out)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _time_op(fn, repeats: int, sync) -> float:
     """Lower-quartile wall time of ``fn`` after two warm-ups, every rank starting together.
     On a shared CPU, loopback collectives have a heavy tail of multi-ms scheduling stalls
@@ -103,13 +107,32 @@ def _time_op(fn, repeats: int, sync) -> float:
     return float(np.percentile(times, 25))
 
 
+def watch_parent(folder: str, every_s: float = 0.2) -> threading.Thread:
+    """A worker outlives no launcher: once its parent is gone (a SIGKILLed validate-comm, which
+    can clean up nothing), the worker removes the run's temporary folder and exits."""
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        shutil.rmtree(folder, ignore_errors=True)
+        os._exit(1)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
 def worker(sizes: list[int], repeats: int, out_path: str) -> None:
     """One rank: time all_reduce and all_to_all_single over ``sizes`` bytes (fp32 tensors)."""
+    watch_parent(str(Path(out_path).parent))
     import torch
     import torch.distributed as dist
 
     backend = os.environ.get("ROOFLINE_COMM_BACKEND", "gloo")
-    dist.init_process_group(backend, init_method="env://")
+    store = dist.FileStore(os.environ["ROOFLINE_COMM_STORE"], int(os.environ["WORLD_SIZE"]))
+    dist.init_process_group(backend, store=store, rank=int(os.environ["RANK"]),
+                            world_size=int(os.environ["WORLD_SIZE"]))
     rank, world = dist.get_rank(), dist.get_world_size()
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
@@ -143,7 +166,7 @@ def launch(world_size: int, sizes: list[int], repeats: int, backend: str, timeou
     """Start ``world_size`` workers as torchrun would and return rank 0's measurements."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "comm.json"
-        env = worker_env(world_size, backend, _free_port())
+        env = worker_env(world_size, backend, Path(tmp) / "store")
         args = [sys.executable, "-m", "validate.comm", json.dumps(sizes), str(repeats), str(out)]
         procs = [subprocess.Popen(args, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -1,6 +1,11 @@
 """The communication model against torch.distributed (gloo, 2 CPU processes)."""
 
 import csv
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -15,6 +20,8 @@ from calc.cost.setup import Setup
 from calc.spec.catalog import HARDWARE_DIR, build  # noqa: E402
 from calc.spec.hardware import HardwareSpec  # noqa: E402
 from validate.comm import fit, validate_comm, worker_env  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_fit_recovers_a_known_link():
@@ -50,20 +57,83 @@ def test_validate_comm_bad_input():
     assert r.exit_code == 2 and "--backend" in r.output
 
 
-def test_workers_stay_on_loopback(tmp_path, monkeypatch):
-    # environment: rendezvous on 127.0.0.1, gloo bound to the loopback interface
-    monkeypatch.setenv("MASTER_ADDR", "example.invalid")  # a caller's value does not leak through
-    env = worker_env(2, "gloo", 29500)
-    assert env["MASTER_ADDR"] == "127.0.0.1"
-    assert env["GLOO_SOCKET_IFNAME"] in ("lo", "lo0") and env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"]
-    # rendezvous: every inet socket the two workers held (store and gloo pairs) is on loopback
-    res = validate_comm(2, tmp_path / "comm", "gloo", quick=True, repeats=2)
+def _loopback(text: str) -> bool:
     import ipaddress
 
-    assert res["addresses"], "the workers reported no sockets"
-    def loopback(text):
-        ip = ipaddress.ip_address(text.split("%")[0])
-        mapped = getattr(ip, "ipv4_mapped", None)  # ::ffff:127.0.0.1
-        return ip.is_loopback or (mapped is not None and mapped.is_loopback)
+    ip = ipaddress.ip_address(text.split("%")[0])
+    mapped = getattr(ip, "ipv4_mapped", None)  # ::ffff:127.0.0.1
+    return ip.is_loopback or (mapped is not None and mapped.is_loopback)
 
-    assert all(loopback(a) for a in res["addresses"]), res["addresses"]
+
+def test_workers_stay_on_loopback(tmp_path, monkeypatch):
+    # environment: no caller's rendezvous address leaks through; gloo bound to the loopback interface
+    monkeypatch.setenv("MASTER_ADDR", "example.invalid")
+    env = worker_env(2, "gloo", tmp_path / "store")
+    assert "MASTER_ADDR" not in env and env["ROOFLINE_COMM_STORE"] == str(tmp_path / "store")
+    assert env["GLOO_SOCKET_IFNAME"] in ("lo", "lo0") and env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"]
+    # every inet socket the two workers held (gloo pairs) is on loopback
+    res = validate_comm(2, tmp_path / "comm", "gloo", quick=True, repeats=2)
+    assert res["addresses"], "the workers reported no sockets"
+    assert all(_loopback(a) for a in res["addresses"]), res["addresses"]
+
+
+INET = re.compile(r"(connect|sendto|sendmsg|sendmmsg|bind)\((\d+), \{sa_family=AF_INET6?, (sin6?_port)=htons\((\d+)\)"
+                  r".*?(inet_addr\(\"([^\"]+)\"\)|inet_pton\(AF_INET6, \"([^\"]+)\")")
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace (apt-get install strace)")
+def test_traced_run_makes_no_name_lookups_and_stays_on_loopback(tmp_path):
+    """Every socket call of the launcher and its workers, UDP included, traced by strace: no
+    resolver file is opened, nothing is sent to port 53, every inet address is loopback."""
+    trace = tmp_path / "trace.txt"
+    code = "from validate.comm import launch; launch(2, [1024, 65536], 2, 'gloo')"
+    subprocess.run(["strace", "-f", "-qq", "-s", "0", "-e", "trace=%network,openat", "-o", str(trace),
+                    sys.executable, "-c", code], check=True, timeout=300, cwd=ROOT)
+    text = trace.read_text()
+    calls = INET.findall(text)
+    assert calls, "strace saw no inet socket calls (the workers did not talk)"
+    for call in calls:
+        port, addr = int(call[3]), call[5] or call[6]
+        assert _loopback(addr), call
+        assert port != 53, call
+    assert "resolv.conf" not in text and "nsswitch.conf" not in text
+
+
+def test_a_killed_launcher_leaves_no_worker_and_no_folder(tmp_path):
+    """SIGKILL the launcher while its workers run: they notice, remove the run's folder, exit."""
+    import os
+    import signal
+    import time
+
+    code = ("import sys, tempfile; tempfile.tempdir = sys.argv[1]; from validate.comm import launch; "
+            "launch(2, [1 << 22] * 40, 50, 'gloo')")
+    launcher = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT)
+    deadline = time.time() + 60
+    while time.time() < deadline and not list(tmp_path.glob("*/store*")):
+        time.sleep(0.1)
+    assert list(tmp_path.glob("*/store*")), "the workers never met"
+    workers = [int(p) for p in os.listdir("/proc") if p.isdigit() and _is_worker_of(int(p), launcher.pid)]
+    assert workers, "no worker process found"
+    launcher.send_signal(signal.SIGKILL)
+    launcher.wait()
+    deadline = time.time() + 30
+    while time.time() < deadline and (any(_alive(p) for p in workers) or list(tmp_path.iterdir())):
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in workers), "a worker outlived its launcher"
+    assert not list(tmp_path.iterdir()), list(tmp_path.iterdir())
+
+
+def _is_worker_of(pid: int, parent: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return int(stat.rsplit(")", 1)[1].split()[1]) == parent
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
