@@ -22,32 +22,78 @@ from calc.core import limits
 from calc.core.errors import SpecError
 
 NAME_MAX = 255  # bytes in one path component on Linux, macOS and Windows file systems
+PATH_MAX = 4096  # bytes in a whole path (Linux's PATH_MAX)
+# A writer's temp file is ``.NAME.PID.XXXXXXXX.tmp``: 1 + 1 + 7 (PID) + 1 + 8 + 4 bytes around
+# NAME, so a target name longer than NAME_MAX - 22 is shortened in its temp file's name.
+TEMP_NAME_MAX = NAME_MAX - 22
+MAX_DEPTH = 256  # folders in an output path (os.makedirs recurses once per missing folder)
+
+
+def check_path(path: Path | str, option: str = "--out") -> Path:
+    """A path the system can look up: no component over NAME_MAX bytes, at most PATH_MAX in all
+    (past either, every lookup raises ENAMETOOLONG); one SpecError otherwise."""
+    path = Path(path)
+    if len(os.fsencode(str(path))) > PATH_MAX:
+        raise SpecError(option, None, f"{_short(path)}: the path is longer than {PATH_MAX} bytes")
+    if any(len(os.fsencode(part)) > NAME_MAX for part in path.parts):
+        raise SpecError(option, None, f"{_short(path)}: a name in the path is longer than {NAME_MAX} bytes")
+    if len(path.parts) > MAX_DEPTH:
+        raise SpecError(option, None, f"{_short(path)}: the path is {len(path.parts)} folders deep "
+                                      f"(at most {MAX_DEPTH})")
+    return path
+
+
+def _stat(path: Path, option: str):
+    """os.stat of ``path`` (None when absent); a path the system refuses (a symlink loop, a
+    component that is not a folder) is one SpecError."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        raise SpecError(option, None, f"{_short(path)}: a component of the path is not a folder") from None
+    except OSError as exc:
+        raise SpecError(option, None, f"{_short(path)}: cannot look it up ({exc.strerror or exc})") from None
 
 
 def check_writable(path: Path, option: str = "--out") -> Path:
-    """The folder must exist and be writable, and the path must not be a folder."""
-    path = Path(path)
+    """The folder must exist and be writable; the path, when it exists, must be a regular file:
+    a writer never replaces a folder, a device node, a FIFO or a socket (as root, os.replace
+    over /dev/null would turn it into a regular file)."""
+    path = check_path(path, option)
     folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise SpecError(option, None, f"{path}: the folder {folder} does not exist")
-    if not os.access(folder, os.W_OK) or path.is_dir():
-        raise SpecError(option, None, f"{path}: cannot write there")
+    info = _stat(folder, option)
+    if info is None or not stat.S_ISDIR(info.st_mode):
+        raise SpecError(option, None, f"{_short(path)}: the folder {_short(folder)} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise SpecError(option, None, f"{_short(path)}: cannot write there")
+    info = _stat(path, option)
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise SpecError(option, None, f"{_short(path)}: cannot write there: it is a folder")
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        raise SpecError(option, None, f"{_short(path)}: exists and is not a regular file (a device, FIFO "
+                                      "or socket): not replaced")
     return path
 
 
 def out_folder(out: Path | str, option: str = "--out", parents: bool = False, create: bool = True) -> Path:
     """An output folder, created when absent (with its parents when ``parents``; only checked
     when not ``create``); a file in the way, a missing parent or no permission is one SpecError."""
-    path = Path(out)
-    if exists(path) and not path.is_dir():
-        raise SpecError(option, None, f"{path} exists and is not a folder")
-    if not parents and not path.parent.is_dir():
-        raise SpecError(option, None, f"{path}: the folder {path.parent} does not exist")
-    if create:
+    path = check_path(out, option)
+    info = _stat(path, option)
+    if info is not None and not stat.S_ISDIR(info.st_mode):
+        raise SpecError(option, None, f"{_short(path)} exists and is not a folder")
+    if not parents:
+        parent = _stat(path.parent, option)
+        if parent is None or not stat.S_ISDIR(parent.st_mode):
+            raise SpecError(option, None, f"{_short(path)}: the folder {_short(path.parent)} does not exist")
+    if create and info is None:
         try:
-            path.mkdir(parents=parents, exist_ok=True)
+            os.makedirs(path, exist_ok=True) if parents else os.mkdir(path)
+        except FileExistsError:
+            pass
         except OSError as exc:
-            raise SpecError(option, None, f"{path}: cannot create ({exc.strerror or exc})") from None
+            raise SpecError(option, None, f"{_short(path)}: cannot create ({exc.strerror or exc})") from None
     return path
 
 
@@ -57,7 +103,7 @@ def atomic_write(path: Path | str, content: str | bytes | Callable[[IO], object]
     path = check_writable(Path(path), option)
     remove_stale_temps(path)
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{_temp_stem(path)}.{os.getpid()}.", suffix=".tmp")
     except OSError as exc:
         raise SpecError(option, None, f"{path}: cannot write ({exc.strerror})") from None
     try:
@@ -85,12 +131,13 @@ def remove_stale_temps(path: Path) -> list[Path]:
     """Delete the temp files a killed writer of ``path`` left (``.NAME.PID.XXXX.tmp`` whose PID is
     no longer running); a live writer's temp file, in a concurrent run, is left alone."""
     removed = []
+    stem = _temp_stem(path)
     try:
-        candidates = list(path.parent.glob(f".{glob.escape(path.name)}.*.tmp"))
+        candidates = list(path.parent.glob(f".{glob.escape(stem)}.*.tmp"))
     except OSError:
         return removed
     for tmp in candidates:
-        pid = tmp.name[len(path.name) + 2:].split(".", 1)[0]
+        pid = tmp.name[len(stem) + 2:].split(".", 1)[0]
         if pid.isdigit() and not _running(int(pid)):
             try:
                 tmp.unlink()
@@ -98,6 +145,14 @@ def remove_stale_temps(path: Path) -> list[Path]:
             except OSError:
                 pass
     return removed
+
+
+def _temp_stem(path: Path) -> str:
+    """The target's name as its temp file carries it: cut to TEMP_NAME_MAX bytes (at a character)."""
+    name = path.name
+    while len(os.fsencode(name)) > TEMP_NAME_MAX:
+        name = name[:-1]
+    return name
 
 
 def _running(pid: int) -> bool:
@@ -122,7 +177,7 @@ def exists(path: Path | str) -> bool:
     as existing, so that reading it reports why in one line."""
     try:
         return Path(path).exists()
-    except OSError:
+    except (OSError, ValueError):
         return True
 
 

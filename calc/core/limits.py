@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 import os
 
+from calc.core.errors import SpecError
+
 # --- model shape (the largest public models are far inside these)
 MAX_LAYERS = 4096                # DeepSeek-V3 has 61, Llama 3.1 405B 126
 MAX_DIM = 1 << 22                # hidden, intermediate, head dim, LoRA ranks: 4.2 M
@@ -65,14 +67,20 @@ FILE_BYTES_ENV = "ROOFLINE_MAX_FILE_MB"
 _DEFAULTS = {SCENARIOS_ENV: 2_000, REQUESTS_ENV: 20_000, SIMULATED_ENV: 500_000, ROWS_ENV: 20_000, FILE_BYTES_ENV: 64}
 
 
+MAX_CAP = 10**12  # no guard is raised past this (a 10^12-row CSV or 10^12 requests runs for days)
+
+
 def cap(env: str) -> int:
-    """The size limit named by ``env``: its value when set to a positive whole number, else the default."""
-    raw = os.environ.get(env, "")
-    try:
-        value = int(raw)
-    except ValueError:
+    """The size limit named by ``env``: the default when unset or empty, else its value, which
+    must be a whole number from 1 to MAX_CAP (anything else is an error, never the default
+    silently, since the guard's message tells the user to set it)."""
+    raw = os.environ.get(env, "").strip()
+    if not raw:
         return _DEFAULTS[env]
-    return value if value > 0 else _DEFAULTS[env]
+    if not raw.isdigit() or len(raw) > 13 or not 1 <= int(raw) <= MAX_CAP:
+        shown = raw if len(raw) <= 20 else f"{raw[:20]}..."
+        raise SpecError(env, None, f"must be a whole number from 1 to {MAX_CAP:,}, got {shown!r}")
+    return int(raw)
 
 
 def max_scenarios() -> int:

@@ -1,13 +1,14 @@
 """Atomic output: a failed write leaves the old file and no temp file behind."""
 
 import os
+import socket
 import stat
 from pathlib import Path
 
 import pytest
 
 from calc.core.errors import SpecError
-from calc.core.files import atomic_write
+from calc.core.files import atomic_write, out_folder
 
 
 def test_write_is_atomic(tmp_path, monkeypatch):
@@ -69,7 +70,7 @@ def test_read_text_refuses_special_files_long_names_and_bad_encoding(tmp_path, m
 
 _SLOW_WRITER = """
 import sys, time
-from calc.core.files import atomic_write
+from calc.core.files import atomic_write, out_folder
 
 def slow(fh):
     for _ in range(200):
@@ -114,3 +115,54 @@ def test_a_live_writers_temp_is_left_alone(tmp_path):
     live.write_text("busy")
     atomic_write(tmp_path / "out.csv", "x")
     assert live.exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod of a character device needs root")
+def test_a_device_node_is_never_replaced(tmp_path):
+    """As root, os.replace over a device node would leave a regular file where /dev/null was."""
+    node = tmp_path / "null"
+    os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    with pytest.raises(SpecError, match="not a regular file"):
+        atomic_write(node, "x", "--fit-out")
+    assert stat.S_ISCHR(os.stat(node).st_mode)
+
+
+def test_fifos_sockets_and_folders_are_never_replaced(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(SpecError, match="not a regular file"):
+        atomic_write(fifo, "x")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "sock"))
+    with pytest.raises(SpecError, match="not a regular file"):
+        atomic_write(tmp_path / "sock", "x")
+    sock.close()
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(SpecError, match="folder"):
+        atomic_write(tmp_path / "dir", "x")
+    link = tmp_path / "link"  # a symlink to a regular file is written through (the link is replaced)
+    (tmp_path / "real").write_text("old")
+    link.symlink_to(tmp_path / "real")
+    atomic_write(link, "new")
+    assert link.read_text() == "new"
+
+
+def test_long_and_deep_paths_are_one_line(tmp_path):
+    # a 255-byte name fits: its temp file's name is shortened (1 + 255 + 22 bytes would not fit)
+    name = "n" * 255
+    atomic_write(tmp_path / name, "ok")
+    assert (tmp_path / name).read_text() == "ok"
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    with pytest.raises(SpecError, match="longer than 255 bytes"):
+        atomic_write(tmp_path / ("n" * 256), "x", "--table")
+    with pytest.raises(SpecError, match="longer than 255 bytes"):
+        out_folder(tmp_path / ("d" * 300), "--out")
+    with pytest.raises(SpecError, match="folders deep"):
+        out_folder(tmp_path.joinpath(*["a"] * 2000), "--out", parents=True)
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    with pytest.raises(SpecError, match="cannot look it up"):
+        out_folder(loop / "x", "--out", parents=True)
+    with pytest.raises(SpecError, match="cannot look it up"):
+        atomic_write(loop / "x.yaml", "x", "--out")

@@ -1,0 +1,24 @@
+"""Size guards read from the environment: a bad value is an error, never the default silently."""
+
+import pytest
+
+from calc.core import limits
+from calc.core.errors import SpecError
+
+
+def test_unset_or_empty_guard_is_the_default(monkeypatch):
+    monkeypatch.delenv(limits.FILE_BYTES_ENV, raising=False)
+    assert limits.max_file_bytes() == 64 * 1_000_000
+    monkeypatch.setenv(limits.FILE_BYTES_ENV, "")
+    assert limits.max_file_bytes() == 64 * 1_000_000
+    monkeypatch.setenv(limits.REQUESTS_ENV, "50000")
+    assert limits.max_requests() == 50_000
+
+
+@pytest.mark.parametrize("raw", ["abc", "-1", "0", "nan", "inf", "1.5", "99999999999999999999", "1e6"])
+def test_bad_guard_values_are_one_error_naming_the_variable(monkeypatch, raw):
+    monkeypatch.setenv(limits.FILE_BYTES_ENV, raw)
+    with pytest.raises(SpecError) as err:
+        limits.max_file_bytes()
+    assert limits.FILE_BYTES_ENV in str(err.value) and "whole number from 1 to" in str(err.value)
+    assert "\n" not in str(err.value)
