@@ -161,17 +161,25 @@ def load_folder(folder: Path) -> tuple[list[KernelTable], list[Path]]:
 
 def refit_folder(folder: Path, base_ref: str, out: Path) -> HardwareSpec:
     """`roofline calibrate`: the base profile's curves refitted to the tables in ``folder``, written to
-    ``out`` (atomically) with table paths relative to its folder; returns it as loaded."""
+    ``out`` (atomically) with table paths relative to its folder; tables outside that folder are
+    copied into OUT_STEM-kernels/ beside it first (a profile's tables resolve inside its own folder,
+    calc.spec.kernel_tables.table_path); returns it as loaded."""
     import os
 
-    from calc.core.files import atomic_write
+    from calc.core.files import atomic_write, check_writable, out_folder
     from calc.spec.catalog import load_hardware
     from validate.calibrate import profile_yaml
 
     base = load_hardware(base_ref)
     tables, files = load_folder(folder)
-    out = Path(out)
-    rel = [os.path.relpath(f.resolve(), out.resolve().parent) for f in files]
+    out = check_writable(Path(out), "--out")
+    home = out.resolve().parent
+    if not all(f.resolve().is_relative_to(home) for f in files):
+        copies = out_folder(out.parent / f"{out.stem}-kernels", "--out")
+        for f in files:
+            atomic_write(copies / f.name, f.read_bytes(), "--out")
+        files = [copies / f.name for f in files]
+    rel = [os.path.relpath(f.resolve(), home) for f in files]
     peaks = {d: base.peak_flops_per_s(d) for d in {t.dtype for t in tables if t.dtype}}
     prov = {"source": f"roofline calibrate: {base.name}'s curves refitted to the tables in {folder}",
             "base_profile": base.name, "tables": [t.provenance.model_dump(mode="json") for t in tables[:1]]}

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import os
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from calc.core.errors import SpecError
+from calc.core.files import check_path, exists
 from calc.core.units import canonical_dtype
 from calc.spec.model import _Spec
 from calc.spec.yamlio import build, read_yaml
@@ -132,9 +134,37 @@ class KernelSet:
 def load_kernel_table(path: str | Path) -> KernelTable:
     """One table file; any problem is a SpecError naming it."""
     data = read_yaml(Path(path))
-    if data.get("format") != FORMAT:
-        raise SpecError(path, "format", f"expected {FORMAT!r}, got {data.get('format')!r} (not a kernel table?)")
+    if data.get("format") != FORMAT:  # the value is not echoed: the file may be anything
+        raise SpecError(path, "format", f"not {FORMAT!r}: not a kernel table")
     return build(KernelTable, data, path)
+
+
+KERNEL_PATH_ENV = "ROOFLINE_KERNEL_PATH"
+
+
+def table_path(rel: str, folder: Path, profile: object) -> Path:
+    """Where a profile's ``kernel_tables:`` entry lives: inside the profile's folder, or inside a
+    folder the user names in ROOFLINE_KERNEL_PATH (os.pathsep-separated), symlinks resolved; an
+    entry that leads anywhere else (``../``, an absolute path, a symlink out) is refused, so a
+    profile cannot make the tool open /etc/passwd or /proc/self/environ."""
+    where = f"kernel_tables entry {_shown(rel)}"
+    check_path(rel, where)
+    roots = [folder] + [Path(r) for r in os.environ.get(KERNEL_PATH_ENV, "").split(os.pathsep) if r]
+    try:
+        p = (Path(rel) if Path(rel).is_absolute() else folder / rel).resolve()
+        inside = [r for r in roots if p.is_relative_to(check_path(r, KERNEL_PATH_ENV).resolve())]
+    except (OSError, RuntimeError) as exc:
+        raise SpecError(profile, "kernel_tables", f"{_shown(rel)}: cannot resolve ({exc})") from None
+    if not inside:
+        raise SpecError(profile, "kernel_tables", f"{_shown(rel)} is outside the profile's folder (tables live "
+                                                  f"beside the profile, or in a folder named in {KERNEL_PATH_ENV})")
+    if not exists(p):
+        raise SpecError(profile, "kernel_tables", f"table {_shown(rel)} not found (looked for {p})")
+    return p
+
+
+def _shown(rel: str) -> str:
+    return rel if len(rel) <= 80 else f"{rel[:60]}...({len(rel)} characters)"
 
 
 def load_kernel_tables(paths: list[str], folder: Path, profile: object, kind: str) -> KernelSet:
@@ -143,9 +173,7 @@ def load_kernel_tables(paths: list[str], folder: Path, profile: object, kind: st
     tables: list[KernelTable] = []
     seen: dict[tuple, Path] = {}
     for rel in paths:
-        p = Path(rel) if Path(rel).is_absolute() else folder / rel
-        if not p.exists():
-            raise SpecError(profile, "kernel_tables", f"table {rel} not found (looked for {p})")
+        p = table_path(rel, folder, profile)
         t = load_kernel_table(p)
         dev = t.provenance.device.split(":")[0]
         if (dev == "cpu") != (kind == "cpu") and dev in ("cpu", "cuda"):

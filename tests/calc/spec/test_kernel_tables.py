@@ -65,3 +65,30 @@ def test_corrupt_table_is_one_line_exit_2(tmp_path):
     assert res.exit_code == 2
     err = res.stderr if hasattr(res, "stderr") else res.output
     assert "malformed YAML" in err and len(err.strip().splitlines()) == 1
+
+
+def test_table_paths_stay_inside_the_profiles_folder(tmp_path, monkeypatch):
+    """A profile cannot make the tool open files elsewhere: ../, absolute paths and symlinks out
+    are refused (and the refused file's content is never echoed); ROOFLINE_KERNEL_PATH names
+    another folder tables may come from."""
+    from calc.core.errors import SpecError
+    from calc.spec.kernel_tables import KERNEL_PATH_ENV, table_path
+
+    prof = tmp_path / "prof"
+    (prof / "kernels").mkdir(parents=True)
+    (prof / "kernels" / "ok.yaml").write_text("x")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "t.yaml").write_text("format: secret-value\n")
+    (prof / "kernels" / "out.yaml").symlink_to(elsewhere / "t.yaml")
+    assert table_path("kernels/ok.yaml", prof, "p.yaml") == (prof / "kernels" / "ok.yaml").resolve()
+    for bad in ("../elsewhere/t.yaml", str(elsewhere / "t.yaml"), "kernels/out.yaml", "/etc/passwd",
+                "/proc/self/environ"):
+        with pytest.raises(SpecError, match="outside the profile's folder") as err:
+            table_path(bad, prof, "p.yaml")
+        assert "secret-value" not in str(err.value)
+    with pytest.raises(SpecError, match="longer than 255 bytes"):
+        table_path("k" * 300 + ".yaml", prof, "p.yaml")
+    monkeypatch.setenv(KERNEL_PATH_ENV, str(elsewhere))
+    assert table_path(str(elsewhere / "t.yaml"), prof, "p.yaml") == (elsewhere / "t.yaml").resolve()
+    assert table_path("kernels/out.yaml", prof, "p.yaml") == (elsewhere / "t.yaml").resolve()
