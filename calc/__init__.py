@@ -3,12 +3,25 @@
 Pure numpy; never imports torch, matplotlib or pandas at module level.
 """
 
-from calc.core.errors import SpecError
-from calc.spec.catalog import load_hardware, load_model
-from calc.spec.hardware import HardwareSpec
-from calc.spec.model import ModelSpec
+from __future__ import annotations
+
+import importlib
 
 __all__ = ["HardwareSpec", "ModelSpec", "SpecError", "estimate", "load_hardware", "load_model", "sweep"]
+
+# The facade's names load on first use (PEP 562), so `import calc` itself is instant: the console
+# script (calc.cli.entry) imports this package before it can catch an interrupt, and a command
+# that needs no spec schema does not build one.
+_LAZY = {"SpecError": "calc.core.errors", "load_hardware": "calc.spec.catalog", "load_model": "calc.spec.catalog",
+         "HardwareSpec": "calc.spec.hardware", "ModelSpec": "calc.spec.model"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'calc' has no attribute {name!r}")
 
 
 def estimate(model, hardware, batch=1, prompt_len=512, output_len=128, *, engine=None, **options):
@@ -17,6 +30,7 @@ def estimate(model, hardware, batch=1, prompt_len=512, output_len=128, *, engine
     the scenario options of calc.cost.setup.Setup.of (dtypes, group_size, attention, ideal, tp...)."""
     from calc.cost.latency import estimate as _estimate
     from calc.cost.setup import Setup
+    from calc.spec.catalog import load_hardware, load_model
 
     hw = load_hardware(hardware).with_engine(engine)
     return _estimate(load_model(model), hw, batch, prompt_len, output_len, Setup.of(**options))
@@ -26,6 +40,7 @@ def sweep(model="llama-3.1-8b", hardware="h100-sxm", *args, engine=None, **kwarg
     """Every combination of the given values -> a pandas DataFrame (see calc.cost.sweep.sweep);
     model and hardware take names, paths or specs, one or a list."""
     from calc.cost.sweep import sweep as _sweep
+    from calc.spec.catalog import load_hardware, load_model
 
     def specs(refs, load):
         return [load(r) for r in refs] if isinstance(refs, (list, tuple)) else load(refs)

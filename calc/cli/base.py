@@ -62,6 +62,15 @@ class RooflineGroup(TyperGroup):
             sys.exit(code)
         return code
 
+    def invoke(self, ctx):
+        """A Ctrl-C inside a command says so (typer would turn it into a silent Exit(130))."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            from calc.cli.entry import interrupted
+
+            interrupted()
+
 
 app = typer.Typer(
     cls=RooflineGroup,

@@ -1,0 +1,33 @@
+"""Ctrl-C at any moment, start-up included, is one line and exit 130, never a traceback."""
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+# the console script's lines (pyproject: roofline = "calc.cli.entry:main"), with a mark on stdout once
+# calc.cli.entry is loaded (three tiny modules: before that, a signal lands in Python's own start-up,
+# which is Python's to report); everything after, the app's imports included, runs inside main()
+SCRIPT = ("import sys; from calc.cli.entry import main; sys.stdout.write('up'); sys.stdout.flush(); "
+          "sys.argv[0] = 'roofline'; sys.exit(main())")
+
+
+@pytest.mark.parametrize("delay_s", [0.0, 0.02, 0.08, 0.3, 1.0])
+def test_sigint_at_any_moment_is_one_line_and_130(delay_s, tmp_path):
+    out = tmp_path
+    # a sweep that runs for many seconds, so the signal always lands before it ends
+    args = ["sweep", "--batch", "1:64", "--prompt-len", "128:32768:128", "--output-len", "16:512:16",
+            "--yes", "--out", str(out / "grid.csv")]
+    p = subprocess.Popen([sys.executable, "-c", SCRIPT, *args], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    assert p.stdout.read(2) == "up"
+    time.sleep(delay_s)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert "Traceback" not in err, err
+    assert p.returncode == 130, (p.returncode, err)
+    assert err.strip().splitlines() == ["roofline: interrupted"], err
