@@ -8,13 +8,28 @@ numbers: ``True`` where an int belongs is refused.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, field_validator
+import typing
+from functools import lru_cache
+
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from calc.core import limits
 
 
 class SpecModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans_as_numbers(cls, data: object) -> object:
+        """pydantic's lax mode reads ``true`` as 1 where an int or float belongs (``tp: [true]``,
+        ``k: true``); a spec refuses it, naming the key. Fields that may hold a flag, and nested
+        specs (which check their own fields), are left alone."""
+        if isinstance(data, dict):
+            for key, value in data.items():
+                if isinstance(key, str) and _takes_numbers_only(cls, key) and _has_bool(value):
+                    raise ValueError(f"{key}: true/false where a number belongs")
+        return data
 
     @field_validator("*", mode="after")
     @classmethod
@@ -23,6 +38,36 @@ class SpecModel(BaseModel):
         if problem:
             raise ValueError(problem)
         return value
+
+
+@lru_cache(maxsize=None)
+def _takes_numbers_only(cls: type, name: str | None) -> bool:
+    """Whether the field's type has no bool and no nested model anywhere in it."""
+    field = cls.model_fields.get(name) if name else None
+    if field is None:
+        return False
+    todo, seen = [field.annotation], 0
+    while todo and seen < 64:
+        t = todo.pop()
+        seen += 1
+        if t is bool or t is typing.Any or t is object:
+            return False
+        if isinstance(t, type) and issubclass(t, BaseModel):
+            return False
+        todo.extend(typing.get_args(t))
+    return True
+
+
+def _has_bool(value: object, depth: int = 0) -> bool:
+    if isinstance(value, bool):
+        return True
+    if depth > 4:
+        return False
+    if isinstance(value, dict):
+        return any(_has_bool(v, depth + 1) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_bool(v, depth + 1) for v in value)
+    return False
 
 
 def _first_bad(value: object, depth: int = 0) -> str | None:

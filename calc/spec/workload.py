@@ -151,9 +151,10 @@ class PrefixCache(_Spec):
 class Pool(_Spec):
     """Candidates for one pool of a disaggregated deployment; unset keys take the workload's."""
 
-    hardware: list[str] | None = Field(default=None, min_length=1)
-    tp: list[int] | None = Field(default=None, min_length=1)
-    max_batch: list[int] | None = Field(default=None, min_length=1)
+    hardware: list[str] | None = Field(default=None, min_length=1, max_length=64)
+    tp: list[Annotated[int, Field(ge=1, le=lim.MAX_PARALLEL)]] | None = Field(default=None, min_length=1, max_length=64)
+    max_batch: list[Annotated[int, Field(ge=1, le=lim.MAX_BATCH)]] | None = Field(default=None, min_length=1,
+                                                                                  max_length=256)
 
 
 class Disaggregation(_Spec):

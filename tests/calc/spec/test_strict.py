@@ -162,3 +162,44 @@ def test_trace_cell_out_of_range(tmp_path):
     p.write_text("prompt_len,output_len\n1e20,5\n")
     with pytest.raises(SpecError, match="line 2"):
         read_trace(p)
+
+
+def test_booleans_are_not_numbers_in_any_spec(tmp_path):
+    """pydantic's lax mode would read `true` as 1 (tp: [true] searched TP 1; k: true drafted one token)."""
+    import yaml
+
+    from calc.spec.kernel_tables import KernelTable
+    from calc.spec.workload import Workload
+    from calc.spec.yamlio import build
+
+    root = Path(__file__).resolve().parents[3]
+    base = yaml.safe_load((root / "reports/plans/workloads/chat-llama-3.1-8b.yaml").read_text())
+    for key, value in [("tp", [True]), ("max_gpus", True), ("requests", False), ("prices", {"h100-sxm": True}),
+                       ("prefix_cache", {"shared_tokens": True}),
+                       ("speculative", {"draft": "llama-3.2-1b", "k": True, "acceptance": 0.7}),
+                       ("speculative", {"draft": "llama-3.2-1b", "k": 4, "acceptance": False})]:
+        with pytest.raises(SpecError, match="true/false where a number belongs"):
+            build(Workload, {**base, key: value}, "w.yaml")
+    build(Workload, {**base, "prefix_cache": {"shared_tokens": 10, "enabled": False}}, "w.yaml")  # a flag stays a flag
+    table = {"format": "roofline-kernels/1", "kernel": "stream", "dtype": "bf16", "op": "add",
+             "provenance": {"device": "cpu", "source": "hand-written", "date": "2026-12-01"}, "axes": {"bytes": [1000, 2000]},
+             "seconds": [1e-6, 2e-6]}
+    build(KernelTable, table, "t.yaml")
+    with pytest.raises(SpecError, match="seconds: true/false"):
+        build(KernelTable, {**table, "seconds": [1e-6, True]}, "t.yaml")
+
+
+@pytest.mark.parametrize("pool", [{"max_batch": [0]}, {"max_batch": [-5]}, {"max_batch": [10**9]},
+                                  {"tp": [0]}, {"tp": [-1]}, {"tp": [1_000_000]}, {"max_batch": list(range(1, 20_001))}])
+def test_disaggregated_pools_are_validated(pool):
+    """Pool values were unchecked: max_batch 0 overflowed, -5 raised ValueError, 1e9 blew memory,
+    tp 0/-1/1e6 were skipped silently and 20,000 max_batch values hung the search."""
+    import yaml
+
+    from calc.spec.workload import Workload
+    from calc.spec.yamlio import build
+
+    root = Path(__file__).resolve().parents[3]
+    base = yaml.safe_load((root / "reports/plans/workloads/disagg-wins-long-prompts-llama-3.1-8b.yaml").read_text())
+    with pytest.raises(SpecError, match="decode"):
+        build(Workload, {**base, "disaggregation": {**base["disaggregation"], "decode": pool}}, "w.yaml")
