@@ -50,3 +50,12 @@ def suggest(name: str, names, n: int = 3, cutoff: float = 0.5) -> str:
     the one place an unknown name gets its suggestions."""
     close = difflib.get_close_matches(name, list(names), n=n, cutoff=cutoff)
     return f"; did you mean {', '.join(close)}?" if close else ""
+
+
+def known(names, limit: int = 12) -> str:
+    """The names a message lists: all of them when few, else the first ``limit`` and a count
+    (a catalog path with 2,000 entries must not become a 2,000-name line)."""
+    names = sorted(names)
+    if len(names) <= limit:
+        return ", ".join(names)
+    return f"{', '.join(names[:limit])} and {len(names) - limit:,} more"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from calc.core.errors import SpecError, suggest
+from calc.core.errors import SpecError, known, suggest
 from calc.core.files import exists, read_text
 from calc.spec.hardware import HardwareSpec
 from calc.spec.kernel_tables import load_kernel_tables
@@ -65,7 +65,8 @@ def hardware_catalog() -> dict[str, Path]:
 
 
 def _unknown(kind: str, name: str, names: list[str]) -> SpecError:
-    hint = suggest(name, names) or f"; known: {', '.join(sorted(names))}"
+    listing = "models" if kind == "model" else kind
+    hint = suggest(name, names) or f"; known: {known(names)} (`roofline {listing}` lists them)"
     return SpecError(f"--{kind}", None, f"unknown {kind} {name!r} (not a catalog name or a file){hint}")
 
 

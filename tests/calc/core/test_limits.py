@@ -22,3 +22,23 @@ def test_bad_guard_values_are_one_error_naming_the_variable(monkeypatch, raw):
         limits.max_file_bytes()
     assert limits.FILE_BYTES_ENV in str(err.value) and "whole number from 1 to" in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_known_names_are_capped():
+    from calc.core.errors import known
+
+    assert known(["b", "a"]) == "a, b"
+    names = [f"m{i:04d}" for i in range(2000)]
+    text = known(names, limit=3)
+    assert text == "m0000, m0001, m0002 and 1,997 more"
+
+
+def test_an_unknown_name_among_thousands_is_a_short_line(tmp_path, monkeypatch):
+    from calc.spec import catalog
+
+    for i in range(50):
+        (tmp_path / f"gpu{i}.yaml").write_text("")
+    monkeypatch.setattr(catalog, "hardware_catalog", lambda: {f"zz-{i}": tmp_path / f"gpu{i}.yaml" for i in range(3000)})
+    with pytest.raises(SpecError) as err:
+        catalog.load_hardware("qqqqqqqq")
+    assert "and 2,988 more" in str(err.value) and len(str(err.value)) < 400
