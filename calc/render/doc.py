@@ -33,21 +33,32 @@ class Doc:
         self.blocks.append(("img", name, alt, png))
 
     def markdown(self) -> str:
+        md = self._md
         out = []
         for b in self.blocks:
             kind = b[0]
             if kind == "h":
-                out.append("#" * b[1] + " " + b[2])
+                out.append("#" * b[1] + " " + md(b[2]))
             elif kind == "p":
-                out.append(b[1])
+                out.append(md(b[1]))
             elif kind == "ul":
-                out.append("\n".join(f"- {i}" for i in b[1]))
+                out.append("\n".join(f"- {md(i)}" for i in b[1]))
             elif kind == "table":
                 _, headers, rows, align = b
-                out.append(render.markdown_table(headers, rows, align))
+                out.append(render.markdown_table([md(h) for h in headers], [[md(str(c)) for c in r] for r in rows],
+                                                 align))
             elif kind == "img":
-                out.append(f"![{b[2]}]({b[1]})")
+                out.append(f"![{md(b[2])}]({b[1]})")
         return "\n\n".join(out) + "\n"
+
+    @staticmethod
+    def _md(text: str) -> str:
+        """Markdown text with any HTML in it (a workload named ``<script>...``) shown, not run: a ``<``
+        that could open a tag or comment (before a letter, /, ! or ?) outside code spans becomes
+        ``&lt;``; "p99 < 1 s" and "<=" stay as written, and a code span shows its text as typed."""
+        parts = re.split(r"(`[^`]*`)", text)
+        return "".join(p if p.startswith("`") and p.endswith("`") and len(p) > 1 else
+                       re.sub(r"<(?=[A-Za-z/!?])", "&lt;", p) for p in parts)
 
     @staticmethod
     def _inline(text: str) -> str:

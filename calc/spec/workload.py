@@ -208,8 +208,9 @@ class Cluster(_Spec):
 
 
 class Workload(_Spec):
-    name: str = Field(min_length=1)
-    description: str = ""
+    # one line of at most 200 characters: it titles reports (a 1 MB name made --out take minutes)
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")
+    description: str = Field(default="", max_length=10_000)
     model: str
     hardware: list[str] = Field(min_length=1)
     dtypes: DtypeChoice = DtypeChoice()

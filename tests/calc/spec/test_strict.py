@@ -203,3 +203,16 @@ def test_disaggregated_pools_are_validated(pool):
     base = yaml.safe_load((root / "reports/plans/workloads/disagg-wins-long-prompts-llama-3.1-8b.yaml").read_text())
     with pytest.raises(SpecError, match="decode"):
         build(Workload, {**base, "disaggregation": {**base["disaggregation"], "decode": pool}}, "w.yaml")
+
+
+@pytest.mark.parametrize("name", ["x" * 201, "two\nlines", "tab\there", ""])
+def test_workload_names_are_one_short_line(name):
+    import yaml
+
+    from calc.spec.workload import Workload
+    from calc.spec.yamlio import build
+
+    root = Path(__file__).resolve().parents[3]
+    base = yaml.safe_load((root / "reports/plans/workloads/chat-llama-3.1-8b.yaml").read_text())
+    with pytest.raises(SpecError, match="name"):
+        build(Workload, {**base, "name": name}, "w.yaml")
