@@ -44,8 +44,8 @@ def estimate_cmd(
     scenario: Scenario = DEFAULT_SCENARIO,
     spec_draft: SpecDraftOpt = None,
     spec_heads: SpecHeadsOpt = None,
-    spec_k: SpecKOpt = 4,
-    spec_accept: SpecAcceptOpt = 0.7,
+    spec_k: SpecKOpt = None,
+    spec_accept: SpecAcceptOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Prefill and decode roofline, TTFT / TPOT / e2e (seconds), throughput (tokens/s) and memory (bytes).
@@ -59,6 +59,7 @@ def estimate_cmd(
     from calc.render.estimate import estimate_records, estimate_rows_text, estimate_text, flat_record
 
     spec, hw = load_model(model), scenario.hardware(hardware)
+    scenario.check_applies([spec])
     B = parse_values(batch, "--batch")
     T = parse_values(prompt_len, "--prompt-len")
     G = parse_values(output_len, "--output-len")
@@ -98,6 +99,7 @@ def ops_cmd(
     from calc.cost.breakdown import ops_records, ops_text
 
     spec, hw = load_model(model), scenario.hardware(hardware)
+    scenario.check_applies([spec])
     recs, summary = ops_records(spec, hw, phase.value, batch, seq_len, scenario.setup())
     if fmt is Format.json:
         typer.echo(render.to_json({**summary, "ops": recs}))

@@ -28,6 +28,7 @@ from calc.cli.options import (
 )
 from calc.cli.values import parse_values, split_names
 from calc.core.errors import SpecError, TooLarge
+from calc.spec.catalog import load_model
 
 
 @command("sweep")
@@ -42,8 +43,8 @@ def sweep_cmd(
     scenario: Scenario = DEFAULT_SCENARIO,
     spec_draft: SpecDraftOpt = None,
     spec_heads: SpecHeadsOpt = None,
-    spec_k: SpecKOpt = 4,
-    spec_accept: SpecAcceptOpt = 0.7,
+    spec_k: SpecKOpt = None,
+    spec_accept: SpecAcceptOpt = None,
     columns: Annotated[str | None, typer.Option("--columns", help="Keep only these result columns (comma-separated) besides the inputs.")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write .csv, .parquet or .jsonl (JSON lines), by suffix; default: CSV on stdout.")] = None,
     yes: Annotated[bool, typer.Option("--yes", help="Run grids of more than a million scenarios (up to 100 million).")] = False,
@@ -61,6 +62,7 @@ def sweep_cmd(
 
     if out is not None:
         check_table_path(out)
+    scenario.check_applies([load_model(m) for m in split_names(model)])
     if context is not None:
         prompt_len, output_len = context, "2"
     cap = MAX_SCENARIOS_YES if yes else MAX_SCENARIOS
@@ -75,7 +77,7 @@ def sweep_cmd(
         output_len=values(output_len, "--output-len"), weight_dtype=split_names(scenario.weight_dtype),
         kv_dtype=split_names(scenario.kv_dtype), compute_dtype=scenario.compute_dtype, tp=values(scenario.tp, "--tp"),
         pp=values(scenario.pp, "--pp"), attention=scenario.attention, ideal=scenario.ideal, engine=scenario.engine,
-        group_size=scenario.group_size, ep=scenario.ep, imbalance=scenario.imbalance, spec=spec_config(spec_draft, spec_heads, spec_k, spec_accept),
+        ep=scenario.ep, **scenario.given(), spec=spec_config(spec_draft, spec_heads, spec_k, spec_accept),
         max_scenarios=cap,
     )
     try:

@@ -50,6 +50,8 @@ _ALIASES: dict[str, str] = {
 # Dtypes a weight may be stored in but that are never a matmul's compute dtype
 # on their own (weight-only quantisation dequantises to the compute dtype).
 WEIGHT_ONLY = frozenset({"int4"})
+# weight dtypes stored with one fp16 scale per group of weights (--group-size applies to them)
+GROUP_SCALED = ("int8", "int4", "fp4")
 
 
 def canonical_dtype(name: str) -> str:

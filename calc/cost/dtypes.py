@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from calc.core.errors import SpecError
-from calc.core.units import DTYPE_BYTES, WEIGHT_ONLY, canonical_dtype
+from calc.core.units import DTYPE_BYTES, GROUP_SCALED, WEIGHT_ONLY, canonical_dtype
 from calc.spec.model import ModelSpec
 
 
@@ -56,4 +56,4 @@ class Dtypes:
 
     def weight_bytes_per_param(self) -> float:
         b = DTYPE_BYTES[self.weight]
-        return b + (2.0 / self.group_size if self.weight in ("int8", "int4", "fp4") else 0.0)
+        return b + (2.0 / self.group_size if self.weight in GROUP_SCALED else 0.0)

@@ -32,6 +32,7 @@ from calc.cost.operators import pass_ops
 from calc.cost.parallel import Parallel, check, link, sharded_weight_bytes
 from calc.cost.roofline import phase_cost
 from calc.spec.model import ModelSpec
+from calc.spec.yamlio import build
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,8 @@ def head_model(target: ModelSpec, heads: DraftHeads) -> ModelSpec:
                intermediate_size=max(1, round(F * width / H)))
     data.update(name=f"{target.name}-draft-heads", num_layers=heads.layers, hidden_size=width, attention=att,
                 mlp=mlp, moe=None)
-    return ModelSpec.model_validate(data)
+    # a width the target's shape scales past the stated ranges (its MLP at 4.2 M hidden) is one line
+    return build(ModelSpec, data, f"draft heads {heads.layers}:{width}")
 
 
 @dataclass(frozen=True)

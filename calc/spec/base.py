@@ -9,7 +9,7 @@ numbers: ``True`` where an int belongs is refused.
 from __future__ import annotations
 
 import typing
-from functools import lru_cache
+from functools import cache
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
@@ -40,7 +40,7 @@ class SpecModel(BaseModel):
         return value
 
 
-@lru_cache(maxsize=None)
+@cache
 def _takes_numbers_only(cls: type, name: str | None) -> bool:
     """Whether the field's type has no bool and no nested model anywhere in it."""
     field = cls.model_fields.get(name) if name else None

@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from calc.core import limits as lim
-from calc.core.units import DTYPE_BYTES, canonical_dtype, serving_dtype
+from calc.core.units import DTYPE_BYTES, GROUP_SCALED, canonical_dtype, serving_dtype
 from calc.spec.base import SpecModel
 
 
@@ -307,7 +307,7 @@ class ModelSpec(_Spec):
         linear = self.linear_params()
         rest = self.params_total - linear
         per_weight = DTYPE_BYTES[wd]
-        if wd in ("int8", "int4", "fp4"):
+        if wd in GROUP_SCALED:
             per_weight += 2.0 / group_size
         if DTYPE_BYTES[wd] >= base:
             # An up-cast (e.g. fp32 weights) applies to everything.
