@@ -181,9 +181,11 @@ def exists(path: Path | str) -> bool:
         return True
 
 
-def read_text(path: Path | str, what: str = "file") -> str:
-    """The UTF-8 text of a regular file of at most ``limits.max_file_bytes()`` bytes.
-    FIFOs and devices are refused before they are opened (they could block or never end)."""
+def read_text(path: Path | str, what: str = "file", limit: int | None = None,
+              limit_env: str = limits.FILE_BYTES_ENV) -> str:
+    """The UTF-8 text of a regular file of at most ``limit`` bytes (``limits.max_file_bytes()``;
+    ``limit_env`` is the variable that raises it). FIFOs and devices are refused before they
+    are opened (they could block or never end)."""
     path = Path(path)
     long = next((part for part in path.parts if len(os.fsencode(part)) > NAME_MAX), None)
     if long is not None:
@@ -198,16 +200,16 @@ def read_text(path: Path | str, what: str = "file") -> str:
         raise SpecError(path, None, f"cannot read {what}: it is a folder")
     if not stat.S_ISREG(info.st_mode):
         raise SpecError(path, None, f"cannot read {what}: not a regular file (a FIFO, socket or device)")
-    limit = limits.max_file_bytes()
+    limit = limits.max_file_bytes() if limit is None else limit
     if info.st_size > limit:
-        raise SpecError(path, None, limits.too_many("bytes", info.st_size, limit, limits.FILE_BYTES_ENV))
+        raise SpecError(path, None, limits.too_many("bytes", info.st_size, limit, limit_env))
     try:
         with open(path, "rb") as fh:
             data = fh.read(limit + 1)
     except OSError as exc:
         raise SpecError(path, None, f"cannot read {what} ({exc.strerror or exc})") from None
     if len(data) > limit:
-        raise SpecError(path, None, limits.too_many("bytes", len(data), limit, limits.FILE_BYTES_ENV))
+        raise SpecError(path, None, limits.too_many("bytes", len(data), limit, limit_env))
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

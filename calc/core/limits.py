@@ -64,7 +64,9 @@ REQUESTS_ENV = "ROOFLINE_MAX_REQUESTS"
 SIMULATED_ENV = "ROOFLINE_MAX_SIMULATED"
 ROWS_ENV = "ROOFLINE_MAX_CSV_ROWS"
 FILE_BYTES_ENV = "ROOFLINE_MAX_FILE_MB"
-_DEFAULTS = {SCENARIOS_ENV: 2_000, REQUESTS_ENV: 20_000, SIMULATED_ENV: 500_000, ROWS_ENV: 20_000, FILE_BYTES_ENV: 64}
+YAML_BYTES_ENV = "ROOFLINE_MAX_YAML_KB"
+_DEFAULTS = {SCENARIOS_ENV: 2_000, REQUESTS_ENV: 20_000, SIMULATED_ENV: 500_000, ROWS_ENV: 20_000, FILE_BYTES_ENV: 64,
+             YAML_BYTES_ENV: 256}
 
 
 MAX_CAP = 10**12  # no guard is raised past this (a 10^12-row CSV or 10^12 requests runs for days)
@@ -109,6 +111,14 @@ def max_csv_rows() -> int:
 def max_file_bytes() -> int:
     """Bytes an input file (YAML, JSON, CSV) may hold."""
     return cap(FILE_BYTES_ENV) * 1_000_000
+
+
+def max_yaml_bytes() -> int:
+    """Bytes a YAML spec (model, hardware, workload, preset, kernel table, sidecar) may hold: 256 kB.
+    The largest shipped spec is 9 kB and a 10,000-cell kernel table about 150 kB, while the
+    pure-Python YAML loader (kept for its recursion limit, calc.spec.yamlio) reads only about
+    0.1-0.3 MB/s on a 2-core machine: a 15 MB file ran for minutes, 256 kB takes 1-3 s."""
+    return cap(YAML_BYTES_ENV) * 1_000
 
 
 def too_many(what: str, n: int, limit: int, env: str) -> str:

@@ -8,6 +8,7 @@ from typing import TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from calc.core import limits
 from calc.core.errors import SpecError
 from calc.core.files import read_text
 
@@ -38,7 +39,7 @@ class _UniqueKeyLoader(_Loader):
 
 def read_yaml(path: Path) -> dict:
     """Read a YAML mapping; any problem becomes a SpecError naming the file."""
-    text = read_text(path, "YAML file")
+    text = read_text(path, "YAML file", limits.max_yaml_bytes(), limits.YAML_BYTES_ENV)
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as exc:

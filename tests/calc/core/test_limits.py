@@ -42,3 +42,15 @@ def test_an_unknown_name_among_thousands_is_a_short_line(tmp_path, monkeypatch):
     with pytest.raises(SpecError) as err:
         catalog.load_hardware("qqqqqqqq")
     assert "and 2,988 more" in str(err.value) and len(str(err.value)) < 400
+
+
+def test_yaml_specs_are_capped_at_what_a_real_spec_needs(tmp_path, monkeypatch):
+    """A 15 MB YAML ran for minutes in the pure-Python loader; specs are kilobytes."""
+    from calc.spec.yamlio import read_yaml
+
+    big = tmp_path / "big.yaml"
+    big.write_text("a:\n" + "".join(f"  - {i}\n" for i in range(60_000)))  # ~0.5 MB
+    with pytest.raises(SpecError, match="ROOFLINE_MAX_YAML_KB"):
+        read_yaml(big)
+    monkeypatch.setenv(limits.YAML_BYTES_ENV, "1000")
+    assert len(read_yaml(big)["a"]) == 60_000

@@ -34,7 +34,7 @@ def test_profile_loads_its_tables_relative_to_its_folder(tmp_path):
     ({"seconds": [1e-6]}, "1 values for a grid of 2 cells"),
     ({"axes": {"bytes": [1000, 10]}}, "increase strictly"),
     ({"axes": {"M": [1]}, "seconds": [1.0]}, "not 'M'"),
-    ({"seconds": [1e-6, -1.0]}, "positive"),
+    ({"seconds": [1e-6, -1.0]}, "must be a number from 1e-09"),
     ({"op": "gelu"}, "op"),
     ({"format": "other/2"}, "format"),
 ])
@@ -92,3 +92,16 @@ def test_table_paths_stay_inside_the_profiles_folder(tmp_path, monkeypatch):
     monkeypatch.setenv(KERNEL_PATH_ENV, str(elsewhere))
     assert table_path(str(elsewhere / "t.yaml"), prof, "p.yaml") == (elsewhere / "t.yaml").resolve()
     assert table_path("kernels/out.yaml", prof, "p.yaml") == (elsewhere / "t.yaml").resolve()
+
+
+@pytest.mark.parametrize("seconds", [1e-30, 0.0, -1.0, 1e5])
+def test_kernel_times_are_physical(seconds):
+    from calc.core.errors import SpecError
+    from calc.spec.kernel_tables import KernelTable
+    from calc.spec.yamlio import build
+
+    table = {"format": "roofline-kernels/1", "kernel": "stream", "dtype": "bf16", "op": "add",
+             "provenance": {"device": "cpu", "source": "hand-written", "date": "2026-12-01"},
+             "axes": {"bytes": [1000, 2000]}, "seconds": [1e-6, seconds]}
+    with pytest.raises(SpecError, match="seconds: every time must be a number from 1e-09 to 3600 s"):
+        build(KernelTable, table, "t.yaml")
