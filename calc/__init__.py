@@ -5,23 +5,28 @@ Pure numpy; never imports torch, matplotlib or pandas at module level.
 
 from __future__ import annotations
 
-import importlib
-
 __all__ = ["HardwareSpec", "ModelSpec", "SpecError", "estimate", "load_hardware", "load_model", "sweep"]
 
 # The facade's names load on first use (PEP 562), so `import calc` itself is instant: the console
 # script (calc.cli.entry) imports this package before it can catch an interrupt, and a command
-# that needs no spec schema does not build one.
-_LAZY = {"SpecError": "calc.core.errors", "load_hardware": "calc.spec.catalog", "load_model": "calc.spec.catalog",
-         "HardwareSpec": "calc.spec.hardware", "ModelSpec": "calc.spec.model"}
+# that needs no spec schema does not build one. Plain imports, so tests/calc/test_layers.py sees them.
 
 
 def __getattr__(name: str):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'calc' has no attribute {name!r}")
+    if name == "SpecError":
+        from calc.core.errors import SpecError as value
+    elif name in ("load_hardware", "load_model"):
+        from calc.spec import catalog
+
+        value = getattr(catalog, name)
+    elif name == "HardwareSpec":
+        from calc.spec.hardware import HardwareSpec as value
+    elif name == "ModelSpec":
+        from calc.spec.model import ModelSpec as value
+    else:
+        raise AttributeError(f"module 'calc' has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 def estimate(model, hardware, batch=1, prompt_len=512, output_len=128, *, engine=None, **options):

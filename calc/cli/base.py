@@ -11,6 +11,7 @@ import typer
 from typer._click import exceptions as click  # typer >= 0.26 vendors click: its exceptions live here
 from typer.core import TyperGroup
 
+from calc.cli.interrupt import interrupted
 from calc.core import text as render
 from calc.core.errors import SpecError
 
@@ -67,8 +68,6 @@ class RooflineGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
-            from calc.cli.entry import interrupted
-
             interrupted()
 
 
