@@ -37,10 +37,11 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path[:0] = [str(ROOT), str(HERE)]  # this checkout's calc, not an installed one
 
-LABELS = ["ok", "suspect", "one_line", "multi_line", "traceback", "hang", "memory"]
+LABELS = ["ok", "suspect", "one_line", "multi_line", "traceback", "hang", "memory", "damaged"]
 TITLES = {"ok": "exit 0, sane", "suspect": "exit 0 with NaN/inf/null/negative (silent nonsense)",
           "one_line": "exit 1/2, one line naming where and what", "multi_line": "exit 1/2, multi-line or unprefixed",
-          "traceback": "traceback", "hang": "hang past the time cap", "memory": "memory blow-up"}
+          "traceback": "traceback", "hang": "hang past the time cap", "memory": "memory blow-up",
+          "damaged": "a device node or FIFO replaced by a writer"}
 
 
 def case_for(index: int, seed: int):
