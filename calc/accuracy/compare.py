@@ -33,6 +33,7 @@ from calc.accuracy.harness import GROUP_SIZE, Row
 from calc.accuracy.harness import predict as predict_row
 from calc.accuracy.scenario import Scenario
 from calc.core.errors import SpecError
+from calc.core.units import DEFAULT_GROUP_SIZE
 from calc.spec.catalog import load_hardware, load_model
 from calc.spec.engine import EngineSpec, engines, load_engine
 
@@ -95,7 +96,7 @@ def _hardware(sc: Scenario, preset: EngineSpec):
 def _dtypes(sc: Scenario, model, preset: EngineSpec):
     from calc.cost.dtypes import Dtypes
 
-    return Dtypes.resolve(model, sc.weight_dtype, sc.kv_dtype, sc.compute_dtype, GROUP_SIZE.get(family(preset), 128))
+    return Dtypes.resolve(model, sc.weight_dtype, sc.kv_dtype, sc.compute_dtype, GROUP_SIZE.get(family(preset), DEFAULT_GROUP_SIZE))
 
 
 def predict(sc: Scenario, preset: EngineSpec) -> dict[str, float]:

@@ -19,6 +19,7 @@ import numpy as np
 
 from calc.accuracy.rows import PUBLISHED, Row
 from calc.core.errors import SpecError
+from calc.core.units import DEFAULT_GROUP_SIZE
 from calc.spec import catalog
 from calc.spec.engine import EngineSpec
 
@@ -44,7 +45,7 @@ def predict(row: Row, preset: EngineSpec | None) -> float:
     hw = load_hardware(row.hardware).with_engine("ideal" if ideal else preset)
     model = load_model(row.model)
     attention = "fused" if ideal else preset.attention_kernel
-    group = FP4_GROUP if row.weight_dtype == "fp4" else GROUP_SIZE.get(row.engine, 128)
+    group = FP4_GROUP if row.weight_dtype == "fp4" else GROUP_SIZE.get(row.engine, DEFAULT_GROUP_SIZE)
     kw = dict(weight_dtype=row.weight_dtype, kv_dtype=row.kv_dtype, compute_dtype=row.compute_dtype,
               group_size=group, attention=attention, ideal=ideal, tp=row.tp, pp=row.pp)
     replicas = max(row.gpus // (row.tp * row.pp), 1)

@@ -52,6 +52,7 @@ _ALIASES: dict[str, str] = {
 WEIGHT_ONLY = frozenset({"int4"})
 # weight dtypes stored with one fp16 scale per group of weights (--group-size applies to them)
 GROUP_SCALED = ("int8", "int4", "fp4")
+DEFAULT_GROUP_SIZE = 128  # weights per scale: AWQ/GPTQ checkpoints' usual group
 
 
 def canonical_dtype(name: str) -> str:

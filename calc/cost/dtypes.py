@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from calc.core.errors import SpecError
-from calc.core.units import DTYPE_BYTES, GROUP_SCALED, WEIGHT_ONLY, canonical_dtype
+from calc.core.units import DEFAULT_GROUP_SIZE, DTYPE_BYTES, GROUP_SCALED, WEIGHT_ONLY, canonical_dtype
 from calc.spec.model import ModelSpec
 
 
@@ -17,10 +17,10 @@ class Dtypes:
     weight: str
     kv: str
     compute: str
-    group_size: int = 128
+    group_size: int = DEFAULT_GROUP_SIZE
 
     @classmethod
-    def resolve(cls, model: ModelSpec, weight=None, kv=None, compute=None, group_size=128) -> Dtypes:
+    def resolve(cls, model: ModelSpec, weight=None, kv=None, compute=None, group_size=DEFAULT_GROUP_SIZE) -> Dtypes:
         """Defaults: the model's serving dtype; fp8 weights run fp8 GEMMs (W8A8), while
         weight-only int8/int4/fp4 dequantise to the model dtype. Errors name the option."""
 

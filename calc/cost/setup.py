@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from calc.core.units import DEFAULT_GROUP_SIZE
 from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency, pass_options
 from calc.cost.parallel import SINGLE, Parallel, check, link
@@ -36,13 +37,13 @@ class Setup:
     weight_dtype: str | None = None
     kv_dtype: str | None = None
     compute_dtype: str | None = None
-    group_size: int = 128
+    group_size: int = DEFAULT_GROUP_SIZE
     attention: str | None = None
     ideal: bool = False
     parallel: Parallel = SINGLE
 
     @classmethod
-    def of(cls, *, weight_dtype=None, kv_dtype=None, compute_dtype=None, group_size: int = 128,
+    def of(cls, *, weight_dtype=None, kv_dtype=None, compute_dtype=None, group_size: int = DEFAULT_GROUP_SIZE,
            attention: str | None = None, ideal: bool = False, tp: int = 1, pp: int = 1, ep: int = 1,
            imbalance: float = 1.0) -> Setup:
         """From the options as the CLI and the library spell them."""

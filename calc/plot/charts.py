@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 from calc.core import limits
-from calc.core.errors import SpecError
+from calc.core.errors import SpecError, suggest
 
 # calc.plot.charts is the public face: the chart functions live in plot_ops and plot_sweeps.
 from calc.plot.base import KINDS, _as_list, _one, _whole, check_out, plotted_data, save
@@ -64,11 +64,7 @@ OPTIONS = {
 
 def check_kind(kind: str) -> str:
     if kind not in KINDS:
-        import difflib
-
-        close = difflib.get_close_matches(kind, KINDS, n=2, cutoff=0.5)
-        hint = f"did you mean {' or '.join(close)}? " if close else ""
-        raise SpecError("KIND", None, f"unknown chart {kind!r}; {hint}known: {', '.join(KINDS)}")
+        raise SpecError("KIND", None, f"unknown chart {kind!r} (known: {', '.join(KINDS)}){suggest(kind, KINDS, n=2)}")
     return kind
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from calc.core import limits as lim
-from calc.core.units import DTYPE_BYTES, GROUP_SCALED, canonical_dtype, serving_dtype
+from calc.core.units import DEFAULT_GROUP_SIZE, DTYPE_BYTES, GROUP_SCALED, canonical_dtype, serving_dtype
 from calc.spec.base import SpecModel
 
 
@@ -294,7 +294,7 @@ class ModelSpec(_Spec):
         b = self.param_breakdown()
         return sum(b[k] for k in ("attention", "mlp", "router", "routed_experts", "shared_experts"))
 
-    def weight_bytes(self, weight_dtype: str | None = None, group_size: int = 128) -> float:
+    def weight_bytes(self, weight_dtype: str | None = None, group_size: int = DEFAULT_GROUP_SIZE) -> float:
         """Bytes of all weights for serving at ``weight_dtype``.
 
         The decoder's matmul weights take the weight dtype; embeddings, lm_head and

@@ -111,8 +111,8 @@ def test_moe_experts_sum_every_kernel_of_each_expert_hit():
     from calc.cost.opcost import Pass
     from calc.cost.operators import pass_ops
 
-    # one-cell tables: matmul 2 FLOPs in 2e-12 s (1e12 FLOP/s); streams 1 byte in 1e-9 s (1e9 B/s)
-    tables = KernelSet((_flat("matmul", {"M": [1], "K": [1], "N": [1]}, [2e-12]),
+    # one-cell tables: matmul 2,000 FLOPs in 2e-9 s (1e12 FLOP/s); streams 1 byte in 1e-9 s (1e9 B/s)
+    tables = KernelSet((_flat("matmul", {"M": [1], "K": [1], "N": [1000]}, [2e-9]),
                         _flat("stream", {"bytes": [1]}, [1e-9], op="act"),
                         _flat("stream", {"bytes": [1]}, [1e-9], op="add")))
     m = load_model("mixtral-8x7b")  # H 4096, expert F 14336, E 8, top-2; bf16 activations (2 B)
