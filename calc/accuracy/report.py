@@ -8,14 +8,19 @@ from pathlib import Path
 
 import numpy as np
 
+from calc.accuracy.band_report import done_when as band_done_when
+from calc.accuracy.band_report import make_bands, write_bands_file
+from calc.accuracy.band_report import section as band_section
 from calc.accuracy.fit import FIT_FILE
 from calc.accuracy.harness import MODELS, PREVIOUS, PUBLISHED, Run, run
 from calc.accuracy.summary import GROUPINGS, done_when, figures, grouped_table, overall_table
 from calc.core import text as render
 from calc.core.files import atomic_write, out_folder
 from calc.core.progress import Progress, silent
+from calc.spec.bands import BANDS_FILE
 
 MODEL_PATHS = ("calc/cost", "calc/serving", "calc/spec", "calc/data/engines.yaml", "hardware_profiles", "model_configs")
+UNDER_LOAD = "under_load.csv"  # held-out predictions under load (the serving issue's rows), when present
 WHICH = ("ideal", "previous", "presets", "current")  # every prediction predictions.csv keeps
 
 
@@ -98,10 +103,15 @@ def record_previous(path: Path = PREVIOUS) -> str:
     return f"recorded the presets' predictions of {len(rows)} rows (commit {commit}) in {path}"
 
 
-def write_accuracy_report(out: Path, fit: bool = True, progress: Progress = silent) -> str:
-    """Predict every row, write out/README.md, out/predictions.csv, out/errors.png; return the figures."""
+def write_accuracy_report(out: Path, fit: bool = True, progress: Progress = silent,
+                          bands_out: Path | None = BANDS_FILE) -> str:
+    """Predict every row, write out/README.md, out/predictions.csv, out/errors.png and (held out,
+    so only with ``fit``) the prediction bands to ``bands_out``; return the figures."""
     out = out_folder(out, parents=True)  # before the minute of fitting: a bad --out fails at once
     r = run(fit_rows=fit, progress=progress)
+    bands = make_bands(r.results, (PUBLISHED.parent / UNDER_LOAD,)) if fit else None
+    if bands is not None and bands_out is not None:
+        write_bands_file(bands, bands_out)
     n_file = rows_in_file()
     pred_rows = [{"id": x.row.id, "publisher": x.row.publisher, "engine": x.row.engine, "preset": x.row.preset,
                   "model": x.row.model, "gpu": x.row.hardware, "tp": x.row.tp, "pp": x.row.pp,
@@ -154,6 +164,8 @@ predicted / measured *time* (measured / predicted for a rate): above 1 the model
 
 {groups}
 
+{band_section(bands) if bands else "## Prediction bands" + chr(10) + chr(10) + "Not built: --no-fit predictions are not held out."}
+
 ## The fitted parameters
 
 Fitted on every row (what to adopt into `calc/data/engines.yaml`); in brackets the range over
@@ -185,6 +197,8 @@ since it has no fp4 matmul: a known gap for compute-bound phases.
 ```
 """
     atomic_write(out / "README.md", text)
+    band_lines = "\n".join(band_done_when(bands)) + "\n\n" if bands else ""
+    wrote = f", {bands_out}" if bands is not None and bands_out is not None else ""
     return (f"{len(r.results)} rows predicted ({len(r.skipped)} skipped) from {PUBLISHED.name}\n\n"
-            f"{figures(r.results, n_file, fit)}\n\nparameters fitted on all rows:\n{_params_table(r)}\n\n"
-            f"wrote {out / 'README.md'}, predictions.csv, errors.png")
+            f"{figures(r.results, n_file, fit)}\n\n{band_lines}parameters fitted on all rows:\n{_params_table(r)}\n\n"
+            f"wrote {out / 'README.md'}, predictions.csv, errors.png{wrote}")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from calc.core.errors import SpecError
+from calc.spec.bands import GPU_FAMILY
 from calc.spec.catalog import hardware_catalog, model_catalog, shipped
 
 PUBLISHED = shipped("accuracy", "reports/accuracy") / "published.csv"
@@ -20,11 +21,7 @@ MODEL_ALIASES = {"codellama/CodeLlama-7b-hf": "codellama-7b"}
 # Metrics the harness can predict (calc.accuracy.predict says how each maps to the request model).
 METRICS = ("decode_tokens_per_s", "prefill_tokens_per_s", "ttft_s", "tpot_s", "e2e_s",
            "output_tokens_per_s", "output_tokens_per_s_per_gpu", "total_tokens_per_s")
-# Catalog GPUs by architecture, for the per-family figures.
-GPU_FAMILY = {"a100-40gb": "Ampere", "a100-80gb-sxm": "Ampere", "a10g": "Ampere", "rtx-3080": "Ampere",
-              "rtx-3090": "Ampere", "l4": "Ada", "l40s": "Ada", "rtx-4090": "Ada", "h100-sxm": "Hopper",
-              "h100-pcie": "Hopper", "h200": "Hopper", "b200": "Blackwell", "gb200": "Blackwell",
-              "mi300x": "CDNA3", "mi325x": "CDNA3"}
+# Catalog GPUs by architecture, for the per-family figures: GPU_FAMILY (calc.spec.bands).
 
 
 @dataclass(frozen=True)

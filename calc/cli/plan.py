@@ -65,16 +65,18 @@ def plan_cmd(
 def accuracy_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for README.md, predictions.csv and errors.png.")] = Path("reports/accuracy"),
     fit: Annotated[bool, typer.Option("--fit/--no-fit", help="Refit the fitted preset fields leave-one-source-out (a minute or two); --no-fit: presets as committed.")] = True,
+    bands_out: Annotated[Path | None, typer.Option("--bands-out", help="Where the prediction bands go (default: calc/data/bands.yaml, the ones estimate, sweep, compare and plan read).")] = None,
     record_previous: Annotated[bool, typer.Option("--record-previous", help="Only record the committed presets' predictions as the 'previous presets' column (reports/accuracy/previous_presets.csv); run before the presets change.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Predict every published measurement (reports/accuracy/published.csv): ideal roofline, previous presets, current model held out by source; errors in %."""
     from calc.accuracy import report
     from calc.core.progress import bar
+    from calc.spec.bands import BANDS_FILE
 
     if record_previous:
         typer.echo(report.record_previous())
         return
     with bar("accuracy", quiet) as progress:
-        summary = report.write_accuracy_report(Path(out), fit=fit, progress=progress)
+        summary = report.write_accuracy_report(Path(out), fit=fit, progress=progress, bands_out=bands_out or BANDS_FILE)
     typer.echo(summary)

@@ -15,6 +15,7 @@ from pydantic import Field, PrivateAttr, field_validator
 from calc.core import limits as lim
 from calc.core.errors import SpecError
 from calc.core.units import GB, MICRO, TB, TERA, canonical_dtype
+from calc.spec.bands import BandTable
 from calc.spec.engine import EngineSpec, load_engine
 from calc.spec.kernel_tables import KernelSet
 from calc.spec.kernels import Collectives, KernelCurves
@@ -145,6 +146,8 @@ class HardwareSpec(_Spec):
     efficiency: ProfileEfficiency = ProfileEfficiency()
     collectives: Collectives | None = None  # fitted all-reduce / all-to-all / send costs
     calibration: dict | None = None
+    # prediction bands from this profile's own held-out validation (calc.spec.bands; roofline validate)
+    bands: BandTable | None = None
     # CPU threads the profile describes (its kernels ran with this many); None: not stated
     threads: int | None = Field(default=None, ge=1)
     # measured kernel tables (calc/spec/kernel_tables.py), paths relative to this profile's folder

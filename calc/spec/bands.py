@@ -1,0 +1,200 @@
+"""Prediction bands: how far a prediction may be from what will be measured, as data.
+
+A band is the empirical distribution of held-out residuals (calc.accuracy.bands builds it
+from the leave-one-source-out scoring of `roofline accuracy`, never from in-sample fits):
+
+    residual r = log(predicted time / measured time)   (a rate: log(measured / predicted))
+
+so r > 0 means the prediction was pessimistic (slower than measured), for times and rates
+alike, and the residuals of TTFT and prefill tokens/s rows pool into one family. The band
+keeps the 10% and 90% quantiles of r (QUANTILES, the central 80%): a new prediction x of a
+time then brackets the measurement between x * exp(-r90) and x * exp(-r10); of a rate
+between x * exp(r10) and x * exp(r90).
+
+Bands are grouped by regime, from the broadest group to the most specific:
+
+    all > family > family/load > family/load/engine > .../precision > .../gpu
+
+(family: ttft, decode, e2e, throughput; load: LOAD_LEVELS; engine: the preset's name;
+precision: precision_class; gpu: GPU_FAMILY). A group is stored only when it rests on at
+least MIN_ROWS residuals; a lookup takes the most specific stored group of the regime,
+so a regime with too few rows falls back to the next broader one, and the band says
+which group and how many rows it came from. The published bands ship as
+calc/data/bands.yaml; a calibrated local profile carries its own (``bands:``), from its
+held-out validation (`roofline validate`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from pydantic import Field
+
+from calc.spec.base import SpecModel
+
+BANDS_FILE = Path(__file__).resolve().parents[1] / "data" / "bands.yaml"
+QUANTILES = (0.1, 0.9)  # the 80% band
+COVERAGE = QUANTILES[1] - QUANTILES[0]
+MIN_ROWS = 20  # residuals a group needs to be stored: each 10% tail then rests on >= 2 rows
+KEYS = ("family", "load", "engine", "precision", "gpu")  # the regime, broadest key first
+FAMILIES = ("ttft", "decode", "e2e", "throughput")
+# Load levels: a fixed batch with no queue (one pass after another, as `estimate` models),
+# requests in flight (client concurrency, or the mean in flight of an open loop), and
+# requests offered at an unbounded rate (offline throughput benchmarks).
+LOAD_LEVELS = ("pass", "low", "medium", "high", "saturated")
+LOW_MAX, MEDIUM_MAX = 4, 32  # in flight: low <= 4 < medium <= 32 < high
+# Catalog GPUs by architecture, for the per-family bands and figures.
+GPU_FAMILY = {"a100-40gb": "Ampere", "a100-80gb-sxm": "Ampere", "a10g": "Ampere", "rtx-3080": "Ampere",
+              "rtx-3090": "Ampere", "l4": "Ada", "l40s": "Ada", "rtx-4090": "Ada", "h100-sxm": "Hopper",
+              "h100-pcie": "Hopper", "h200": "Hopper", "b200": "Blackwell", "gb200": "Blackwell",
+              "mi300x": "CDNA3", "mi325x": "CDNA3"}
+
+
+def metric_family(metric: str) -> str | None:
+    """The family a metric's residuals pool into: TTFT (and prefill tokens/s), decode (TPOT, ITL,
+    decode tokens/s), e2e, throughput (output/total tokens/s, requests/s); None: not a time or rate."""
+    if metric.startswith(("ttft", "prefill")):
+        return "ttft"
+    if metric.startswith(("tpot", "itl", "decode")):
+        return "decode"
+    if metric.startswith("e2e"):
+        return "e2e"
+    if metric.endswith("_per_s") or "_per_s_" in metric:
+        return "throughput"
+    return None
+
+
+def is_rate(metric: str) -> bool:
+    return "_per_s" in metric
+
+
+def load_level(batch: int | None = None, in_flight: float | None = None) -> str:
+    """A fixed ``batch`` -> "pass"; requests in flight (concurrency) -> low / medium / high;
+    neither -> "saturated" (offered at an unbounded rate)."""
+    if batch:
+        return "pass"
+    if in_flight is None or not math.isfinite(in_flight):
+        return "saturated"
+    return "low" if in_flight <= LOW_MAX else "medium" if in_flight <= MEDIUM_MAX else "high"
+
+
+def precision_class(weight_dtype: str | None, compute_dtype: str | None) -> str:
+    """fp8 (fp8 matmuls), fp4 (fp4 weights), int-weight (int8/int4 weights, 16-bit matmuls),
+    16bit (bf16/fp16), fp32; "other" for what none of these names."""
+    w, c = weight_dtype or "", compute_dtype or weight_dtype or ""
+    if c == "fp8" or (w == "fp8" and not compute_dtype):
+        return "fp8"
+    if w == "fp4":
+        return "fp4"
+    if w in ("int8", "int4"):
+        return "int-weight"
+    if c in ("bf16", "fp16") or w in ("bf16", "fp16"):
+        return "16bit"
+    return "fp32" if c == "fp32" or w == "fp32" else "other"
+
+
+def gpu_family(hardware: str) -> str:
+    """The architecture of a catalog GPU, lower case as in group names ("other": not in GPU_FAMILY)."""
+    return GPU_FAMILY.get(hardware, "other").lower()
+
+
+@dataclass(frozen=True)
+class Regime:
+    """What a prediction is of: its family, load level, engine preset, precision class, GPU family."""
+
+    family: str
+    load: str
+    engine: str
+    precision: str
+    gpu: str
+
+    def groups(self) -> list[str]:
+        """Group names, most specific first, ending with "all"."""
+        parts = [getattr(self, k) for k in KEYS]
+        return ["/".join(parts[:k]) for k in range(len(parts), 0, -1)] + ["all"]
+
+
+class Band(SpecModel):
+    """The residual quantiles of one group: log(predicted / measured time) at QUANTILES."""
+
+    rows: int = Field(ge=1)
+    log_lo: float
+    log_hi: float
+    sources: int = Field(default=1, ge=1)  # publishers (or held-out models) the rows came from
+
+    def interval(self, value, rate: bool):
+        """(low, high) bracketing the measurement of a prediction ``value`` (array or scalar)."""
+        x = np.asarray(value, dtype=float)
+        if rate:
+            return x * math.exp(self.log_lo), x * math.exp(self.log_hi)
+        return x * math.exp(-self.log_hi), x * math.exp(-self.log_lo)
+
+    def half_width(self, rate: bool) -> float:
+        """Half the band's width relative to its prediction."""
+        lo, hi = self.interval(1.0, rate)
+        return float(hi - lo) / 2
+
+
+@dataclass(frozen=True)
+class Found:
+    """A lookup's answer: the band and the group it came from."""
+
+    group: str
+    band: Band
+
+    def interval(self, value, rate: bool):
+        return self.band.interval(value, rate)
+
+
+class BandTable(SpecModel):
+    """Stored groups (each with >= min_rows residuals) and how they were made."""
+
+    coverage: float = Field(default=COVERAGE, gt=0, lt=1)
+    quantiles: tuple[float, float] = QUANTILES
+    min_rows: int = Field(default=MIN_ROWS, ge=1)
+    source: str = ""
+    groups: dict[str, Band] = Field(default_factory=dict)
+
+    def lookup(self, regime: Regime) -> Found | None:
+        """The most specific stored group of the regime (None: not even "all" is stored)."""
+        for g in regime.groups():
+            if g in self.groups:
+                return Found(g, self.groups[g])
+        return None
+
+
+def load_bands(path: Path = BANDS_FILE) -> BandTable | None:
+    """The published bands (None: no file, e.g. before the first `roofline accuracy`)."""
+    from calc.spec.yamlio import build, read_yaml
+
+    if not path.exists():
+        return None
+    return build(BandTable, read_yaml(path), path)
+
+
+_PUBLISHED: list = []
+
+
+def published_bands() -> BandTable | None:
+    """calc/data/bands.yaml, read once."""
+    if not _PUBLISHED:
+        _PUBLISHED.append(load_bands())
+    return _PUBLISHED[0]
+
+
+def bands_for(hw) -> tuple[BandTable | None, str]:
+    """The bands that describe predictions on ``hw``, and whence: the profile's own (its held-out
+    validation), else the published ones for a GPU; a CPU or TPU profile without bands of its own
+    gets none (the published rows are all GPUs)."""
+    own = getattr(hw, "bands", None)
+    if own is not None:
+        return own, f"{hw.name}'s held-out validation"
+    if hw.kind != "gpu":
+        return None, f"{hw.name} is a {hw.kind} profile without bands of its own (roofline validate writes them)"
+    table = published_bands()
+    if table is None:
+        return None, "no published bands (calc/data/bands.yaml; roofline accuracy writes it)"
+    return table, "published measurements, held out by source"

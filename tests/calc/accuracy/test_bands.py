@@ -1,0 +1,104 @@
+"""Bands from held-out residuals: quantiles, grouping and fallback, and coverage, on hand-built residual sets."""
+
+import math
+
+import numpy as np
+import pytest
+
+from calc.accuracy.bands import Residual, build, coverage, held_out_check, per_group, quantile, residual
+from calc.accuracy.rows import Row
+from calc.spec.bands import Regime
+
+DECODE = Regime("decode", "pass", "trtllm", "fp8", "hopper")
+
+
+def _res(x, source="A", regime=DECODE, rate=False, rid=None):
+    return Residual(rid or f"{source}{x}", source, regime, x, rate)
+
+
+def test_ten_residuals_type6_quantiles_by_hand():
+    # r_k = k / 10, k = 1..10. Type 6 puts the k-th smallest at k / (n + 1): the 10% point is at
+    # position 11 * 0.1 = 1.1 (r_1 + 0.1 (r_2 - r_1) = 0.11), the 90% point at 11 * 0.9 = 9.9
+    # (r_9 + 0.9 (r_10 - r_9) = 0.99).
+    x = [k / 10 for k in range(10, 0, -1)]  # unsorted on purpose
+    assert quantile(x, 0.1) == pytest.approx(0.1 + 0.1 * 0.1)
+    assert quantile(x, 0.9) == pytest.approx(0.9 + 0.9 * 0.1)
+    table = build([_res(v, rid=str(i)) for i, v in enumerate(x)], min_rows=10)
+    band = table.groups["decode/pass/trtllm/fp8/hopper"]
+    assert (band.rows, band.log_lo, band.log_hi) == (10, pytest.approx(0.11), pytest.approx(0.99))
+    # a time prediction of 2 s: measured = predicted / e^r, so between 2 e^-0.99 and 2 e^-0.11
+    lo, hi = band.interval(2.0, rate=False)
+    assert (float(lo), float(hi)) == (pytest.approx(2 * math.exp(-0.99)), pytest.approx(2 * math.exp(-0.11)))
+    # a rate: r = log(measured / predicted), so between 100 e^0.11 and 100 e^0.99
+    lo, hi = band.interval(100.0, rate=True)
+    assert (float(lo), float(hi)) == (pytest.approx(100 * math.exp(0.11)), pytest.approx(100 * math.exp(0.99)))
+    assert band.half_width(rate=True) == pytest.approx((math.exp(0.99) - math.exp(0.11)) / 2)
+
+
+def test_type6_band_covers_80_percent_of_new_draws_on_average():
+    # For uniform residuals the 10%/90% type-6 points of n = 20 are expected at 2.1 / 21 and 18.9 / 21:
+    # expected coverage (18.9 - 2.1) / 21 = 0.8 exactly. numpy's default (type 7) sits at 1 + 19 p:
+    # (18.1 - 2.9) / 21 = 0.7238 (the undercover the docs warn of).
+    rng = np.random.default_rng(0)
+    draws = rng.uniform(size=(4000, 20))
+    lo = np.quantile(draws, 0.1, axis=1, method="weibull")
+    hi = np.quantile(draws, 0.9, axis=1, method="weibull")
+    assert float(np.mean(hi - lo)) == pytest.approx(0.8, abs=0.006)
+    lo7, hi7 = np.quantile(draws, 0.1, axis=1), np.quantile(draws, 0.9, axis=1)
+    assert float(np.mean(hi7 - lo7)) == pytest.approx((18.1 - 2.9) / 21, abs=0.006)
+
+
+def test_fallback_to_the_broader_group_names_group_and_rows():
+    vllm = Regime("decode", "pass", "vllm", "fp8", "hopper")
+    res = [_res(k / 100, rid=f"t{k}") for k in range(20)] + [_res(0.5, regime=vllm, rid=f"v{k}") for k in range(5)]
+    table = build(res, min_rows=20)
+    assert "decode/pass/vllm" not in table.groups  # 5 rows < 20
+    found = table.lookup(vllm)
+    assert found.group == "decode/pass" and found.band.rows == 25  # the 20 trtllm rows and the 5 vllm ones
+    assert table.lookup(DECODE).group == "decode/pass/trtllm/fp8/hopper"
+    assert table.lookup(DECODE).band.rows == 20
+    ttft = Regime("ttft", "pass", "vllm", "fp8", "hopper")
+    assert table.lookup(ttft).group == "all"  # no TTFT rows at all: the broadest group
+    assert build(res[:5], min_rows=20).lookup(DECODE) is None  # not even "all" has 20 rows
+
+
+def test_groups_run_from_specific_to_all():
+    assert DECODE.groups() == ["decode/pass/trtllm/fp8/hopper", "decode/pass/trtllm/fp8", "decode/pass/trtllm",
+                               "decode/pass", "decode", "all"]
+
+
+def test_coverage_is_measured_on_rows_held_out_of_the_band():
+    # Source B: 20 residuals 0.01 .. 0.20 -> the band for A's rows is [0.021, 0.189]
+    # (type 6: 2.1st and 18.9th of 20). A's rows at 0.0 and 0.2 fall outside, 0.05 and 0.1 inside: 2 of 4.
+    # B's rows are checked against A's 4 residuals: fewer than 20, so no band (not counted as covered).
+    b = [_res(k / 100, "B") for k in range(1, 21)]
+    a = [_res(x, "A") for x in (0.0, 0.05, 0.1, 0.2)]
+    checks = held_out_check(a + b, min_rows=20)
+    by_source = {c.residual.id: c for c in checks}
+    assert by_source["A0.05"].found.band.log_lo == pytest.approx(0.02 + 0.1 * 0.01)
+    assert by_source["A0.05"].found.band.log_hi == pytest.approx(0.18 + 0.9 * 0.01)
+    assert [by_source[f"A{x}"].inside for x in (0.0, 0.05, 0.1, 0.2)] == [False, True, True, False]
+    c = coverage(checks)
+    assert (c["n"], c["banded"], c["coverage"]) == (24, 4, 0.5)
+    # half-width of a time band [e^-0.189, e^-0.021] around 1: (e^-0.021 - e^-0.189) / 2
+    assert c["half_width"] == pytest.approx((math.exp(-0.021) - math.exp(-0.189)) / 2)
+    per = per_group(checks, lambda x: x.residual.source)
+    assert per["A"]["coverage"] == 0.5 and per["B"]["banded"] == 0
+
+
+def test_a_band_never_rests_on_the_rows_it_checks():
+    # A's residuals are far off B's: if A's own rows leaked into A's band, they would be inside it
+    a = [_res(5.0 + k / 100, "A") for k in range(20)]
+    b = [_res(k / 100, "B") for k in range(20)]
+    checks = held_out_check(a + b, min_rows=20)
+    assert not any(c.inside for c in checks)
+
+
+def test_a_rate_rows_residual_is_in_time_orientation():
+    row = Row(id="r", publisher="P", engine="vllm", preset="vllm", model="m", hardware="h100-sxm",
+              weight_dtype="fp8", kv_dtype="fp8", compute_dtype="fp8", gpus=1, tp=1, pp=1, batch=None,
+              concurrency=64, prompt_len=1, output_len=1, metric="output_tokens_per_s", value=100.0)
+    r = residual(row, 125.0)  # predicted faster than measured: optimistic, r < 0
+    assert r.log_ratio == pytest.approx(-math.log(1.25)) and r.rate
+    assert r.regime == Regime("throughput", "high", "vllm", "fp8", "hopper")
+    assert residual(row, math.nan) is None
