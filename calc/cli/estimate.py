@@ -11,6 +11,7 @@ import typer
 from calc.cli.base import Format, FormatOpt, command, emit
 from calc.cli.options import (
     DEFAULT_SCENARIO,
+    BandsOpt,
     BatchOpt,
     HardwareOpt,
     KVDtypeOpt,
@@ -46,6 +47,7 @@ def estimate_cmd(
     spec_heads: SpecHeadsOpt = None,
     spec_k: SpecKOpt = None,
     spec_accept: SpecAcceptOpt = None,
+    bands: BandsOpt = True,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Prefill and decode roofline, TTFT / TPOT / e2e (seconds), throughput (tokens/s) and memory (bytes).
@@ -70,7 +72,10 @@ def estimate_cmd(
     grid = np.meshgrid(B, T, G, indexing="ij")
     est = estimate(spec, hw, *grid, scenario.setup())
     spec_cfg = spec_config(spec_draft, spec_heads, spec_k, spec_accept)
-    recs = estimate_records(est, speculative(est, spec_cfg) if spec_cfg is not None else None)
+    from calc.spec.bands import bands_for
+
+    recs = estimate_records(est, speculative(est, spec_cfg) if spec_cfg is not None else None,
+                            bands_for(hw) if bands else None)
     if fmt is Format.json:
         typer.echo(render.to_json(recs[0] if len(recs) == 1 else recs))
     elif fmt is Format.csv:

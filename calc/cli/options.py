@@ -36,6 +36,7 @@ BatchOpt = Annotated[str, typer.Option("--batch", "-b", help="Sequences per batc
 PromptOpt = Annotated[str, typer.Option("--prompt-len", "-t", help="Prompt tokens per sequence (list/range allowed).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar (it is drawn on stderr only when stderr is a terminal).")]
 OutputOpt = Annotated[str, typer.Option("--output-len", "-g", help="Output tokens per sequence (list/range allowed).")]
+BandsOpt = Annotated[bool, typer.Option("--bands/--no-bands", help="Prediction bands beside each time and rate: where 80% of held-out measurements fell (calc/data/bands.yaml, or the profile's own).")]
 SpecDraftOpt = Annotated[str | None, typer.Option("--spec-draft", help="Speculative decoding with this draft model (catalog name or path; same vocabulary as --model).")]
 SpecHeadsOpt = Annotated[str | None, typer.Option("--spec-heads", help="Speculative decoding with EAGLE/MTP-style draft heads: LAYERS or LAYERS:WIDTH (hidden size; default the target's).")]
 SpecKOpt = Annotated[int | None, typer.Option("--spec-k", callback=in_range("--spec-k"), help="Draft tokens proposed per verification step (with --spec-draft or --spec-heads).")]

@@ -10,6 +10,7 @@ import typer
 from calc.cli.base import command
 from calc.cli.options import (
     DEFAULT_SCENARIO,
+    BandsOpt,
     BatchOpt,
     HardwareOpt,
     KVDtypeOpt,
@@ -45,6 +46,7 @@ def sweep_cmd(
     spec_heads: SpecHeadsOpt = None,
     spec_k: SpecKOpt = None,
     spec_accept: SpecAcceptOpt = None,
+    bands: BandsOpt = True,
     columns: Annotated[str | None, typer.Option("--columns", help="Keep only these result columns (comma-separated) besides the inputs.")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write .csv, .parquet or .jsonl (JSON lines), by suffix; default: CSV on stdout.")] = None,
     yes: Annotated[bool, typer.Option("--yes", help="Run grids of more than a million scenarios (up to 100 million).")] = False,
@@ -52,13 +54,15 @@ def sweep_cmd(
 ) -> None:
     """A grid over models, hardware, dtypes, TP/PP, batch and lengths -> CSV, Parquet or JSON lines, one row per scenario.
 
-    Columns carry units: _s seconds, _bytes, _flops, _tokens, _per_s, _usd. Vectorised: a
+    Columns carry units: _s seconds, _bytes, _flops, _tokens, _per_s, _usd; each time and rate has its
+    band (ttft_band_lo_s, ttft_band_hi_s, ...: where 80% of held-out measurements fell). Vectorised: a
     million scenarios take seconds (writing a CSV that size takes longer than computing it).
     """
     from calc import sweep
     from calc.core.progress import bar
     from calc.cost.sweep import MAX_SCENARIOS, MAX_SCENARIOS_YES
     from calc.render.frames import check_table_path, print_csv, write_frame
+    from calc.spec.bands import bands_for
 
     if out is not None:
         check_table_path(out)
@@ -78,6 +82,7 @@ def sweep_cmd(
         kv_dtype=split_names(scenario.kv_dtype), compute_dtype=scenario.compute_dtype, tp=values(scenario.tp, "--tp"),
         pp=values(scenario.pp, "--pp"), attention=scenario.attention, ideal=scenario.ideal, engine=scenario.engine,
         ep=scenario.ep, **scenario.given(), spec=spec_config(spec_draft, spec_heads, spec_k, spec_accept),
+        bands=(lambda hw: bands_for(hw)[0]) if bands else None,
         max_scenarios=cap,
     )
     try:

@@ -44,10 +44,24 @@ TEXT = {"prefill_bound": BOUNDS, "decode_bound": BOUNDS}
 INTEGER = ("batch", "prompt_tokens", "output_tokens", "decode_context_tokens")
 
 
-def _columns(est, model, hw, tp, spec=None) -> dict[str, np.ndarray]:
+def _band_columns(est, cols: dict, table) -> dict[str, np.ndarray]:
+    """<name>_band_lo_s / _band_hi_s (rates: _band_lo_per_s / _band_hi_per_s) for each banded prediction."""
+    from calc.spec.bands import BANDED, band_name, is_rate, regime_of
+
+    out = {}
+    for name, family in BANDED:
+        found = table.lookup(regime_of(family, est.hardware, est.dtypes.weight, est.dtypes.compute))
+        if found is not None:
+            lo, hi = found.interval(cols[name], is_rate(name))
+            stem, unit = band_name(name).rsplit("_band", 1)
+            out[f"{stem}_band_lo{unit}"], out[f"{stem}_band_hi{unit}"] = lo, hi
+    return out
+
+
+def _columns(est, model, hw, tp, spec=None, bands=None) -> dict[str, np.ndarray]:
     """The DataFrame columns of one vectorised estimate, each in a shape that broadcasts to the
     scenarios' (text columns as codes into TEXT's labels); with ``spec`` (a SpecConfig) the
-    speculative-decoding columns too."""
+    speculative-decoding columns too; with ``bands`` (a calc.spec.bands.BandTable) the band columns."""
     gpus = est.parallel.gpus
     out_tps = est.output_tokens_per_s
     cols = {
@@ -69,6 +83,8 @@ def _columns(est, model, hw, tp, spec=None) -> dict[str, np.ndarray]:
         usd_per_s = hw.price.usd_per_hour * gpus / 3600.0
         cols["usd_per_hour"] = hw.price.usd_per_hour * gpus
         cols["usd_per_million_output_tokens"] = usd_per_s / out_tps * 1e6
+    if bands is not None and not est.ideal:
+        cols.update(_band_columns(est, cols, bands))
     if spec is not None:
         sp = speculative(est, spec)
         cols.update(spec_tokens_per_step=sp.tokens_per_step, spec_tpot_s=sp.tpot_s, spec_speedup=sp.speedup,
@@ -114,7 +130,7 @@ def _blocks(nb: int, nt: int, ng: int):
 
 def sweep(model: ModelSpec | list[ModelSpec], hardware: HardwareSpec | list[HardwareSpec], batch=1,
           prompt_len=512, output_len=128, *, weight_dtype=None, kv_dtype=None, compute_dtype=None, tp=1, pp=1,
-          attention=None, ideal=False, max_scenarios: int = MAX_SCENARIOS, spec=None,
+          attention=None, ideal=False, max_scenarios: int = MAX_SCENARIOS, spec=None, bands=None,
           progress: Progress = silent, **options):
     """Every combination of the given values -> a DataFrame with one row per scenario.
 
@@ -123,6 +139,8 @@ def sweep(model: ModelSpec | list[ModelSpec], hardware: HardwareSpec | list[Hard
     the estimator unchanged. Rows are in the nested order model, hardware, weight dtype,
     KV dtype, TP, batch, prompt, output. ``spec`` (a calc.cost.speculative.SpecConfig) adds
     the spec_* columns: speculative TPOT, speedup, tokens per step, TTFT, throughput, memory.
+    ``bands`` (hardware spec -> calc.spec.bands.BandTable or None) adds each time's and rate's band,
+    ``ttft_band_lo_s``/``ttft_band_hi_s``, ``output_tokens_band_lo_per_s``/..., where the table has one.
     ``progress(done, total, label)`` after each block.
     """
     import pandas as pd
@@ -143,6 +161,7 @@ def sweep(model: ModelSpec | list[ModelSpec], hardware: HardwareSpec | list[Hard
             _listify(model), _listify(hardware), _listify(weight_dtype), _listify(kv_dtype), _listify(tp),
             _listify(pp)):
         m, hw = m_ref, h_ref
+        table = bands(hw) if bands is not None else None
         setup = Setup.of(weight_dtype=wd, kv_dtype=kd, compute_dtype=compute_dtype, attention=attention,
                          ideal=ideal, tp=tp_n, pp=pp_n, **options)
         cols: dict[str, np.ndarray] = {}
@@ -152,7 +171,7 @@ def sweep(model: ModelSpec | list[ModelSpec], hardware: HardwareSpec | list[Hard
             # one call over the block's axes (B x T x G, not expanded): rows in nested order
             est = estimate(m, hw, bv[bs, None, None], tv[None, ts, None], gv[None, None, :], setup)
             shape, size = np.shape(est.batch), np.size(est.batch)
-            for k, v in _columns(est, m, hw, tp_n, spec).items():
+            for k, v in _columns(est, m, hw, tp_n, spec, table).items():
                 if k not in cols:
                     cols[k] = np.empty(total, dtype=_dtype(k, v))
                 np.copyto(cols[k][row:row + size].reshape(shape), v, casting="unsafe")

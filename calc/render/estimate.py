@@ -64,9 +64,39 @@ def _speculative(sp: SpecEstimate, i: tuple) -> dict:
     }
 
 
-def estimate_records(est: Estimate, spec: SpecEstimate | None = None) -> list[dict]:
+def _add_bands(rec: dict, est: Estimate, bands) -> None:
+    """Each banded time or rate's ``<name>_band_s`` / ``<name>_band_per_s`` pair beside it (the
+    measurement's 80% range, calc.spec.bands), prefill and decode ``time_band_s``, and the ``band`` block;
+    ``bands`` is (table or None, whence)."""
+    from calc.spec.bands import BANDED, band_block, band_name, is_rate, regime_of
+
+    table, source = bands
+    if table is None or est.ideal:
+        rec["band"] = None
+        rec["band_note"] = "the ideal roofline has no bands" if est.ideal else source
+        return
+    found = {}
+    hw, dt = est.hardware, est.dtypes
+
+    def put(block: dict, name: str, family: str, label: str) -> None:
+        f = table.lookup(regime_of(family, hw, dt.weight, dt.compute))
+        if f is None or block.get(name) is None:
+            return
+        lo, hi = f.interval(block[name], is_rate(name))
+        block[band_name(name)] = [float(lo), float(hi)]
+        found[label] = f
+
+    for name, family in BANDED:
+        put(rec, name, family, name)
+    put(rec["prefill"], "time_s", "ttft", "prefill.time_s")
+    put(rec["decode"], "time_s", "decode", "decode.time_s")
+    rec["band"] = band_block(table, source, found)
+
+
+def estimate_records(est: Estimate, spec: SpecEstimate | None = None, bands=None) -> list[dict]:
     """One contract dict per scenario (B, T, G broadcast together), in C order; with ``spec``,
-    a ``speculative`` block beside the contract keys (which it leaves as they are)."""
+    a ``speculative`` block beside the contract keys (which it leaves as they are); with ``bands``
+    ((table or None, whence): calc.spec.bands.bands_for), the prediction bands beside each time and rate."""
     shape = np.shape(est.batch)
     hw = est.hardware
     out = []
@@ -123,6 +153,8 @@ def estimate_records(est: Estimate, spec: SpecEstimate | None = None) -> list[di
             }
         if spec is not None:
             rec["speculative"] = _speculative(spec, i)
+        if bands is not None:
+            _add_bands(rec, est, bands)
         out.append(rec)
     return out
 
@@ -163,6 +195,7 @@ def estimate_text(rec: dict) -> str:
     phases = render.table(rows, ["phase", "FLOPs", "bytes", "FLOP/B", "time", "bound"])
     tpot = render.seconds(rec["tpot_s"]) if rec["tpot_s"] is not None else "- (one output token)"
     comm = rec["communication"]
+    band = rec.get("band")
     extra = []
     if rec["serving_overhead_s"]:
         extra.append(f"serving stack  + {render.seconds(rec['serving_overhead_s'])} per request (receive, tokenise, "
@@ -192,8 +225,11 @@ def estimate_text(rec: dict) -> str:
         phases,
         f"(ridge point {rec['ridge_point']:.0f} FLOP/B at {rec['compute_dtype']})",
         "",
-        f"TTFT  {render.seconds(rec['ttft_s'])}   TPOT  {tpot}   e2e  {render.seconds(rec['e2e_s'])}",
-        f"throughput  {rec['output_tokens_per_s']:.4g} output tok/s, {rec['total_tokens_per_s']:.4g} total tok/s",
+        f"TTFT  {render.seconds(rec['ttft_s'])}{_range(rec, 'ttft_band_s')}   TPOT  {tpot}{_range(rec, 'tpot_band_s')}   "
+        f"e2e  {render.seconds(rec['e2e_s'])}{_range(rec, 'e2e_band_s')}",
+        f"throughput  {rec['output_tokens_per_s']:.4g} output tok/s{_range(rec, 'output_tokens_band_per_s')}, "
+        f"{rec['total_tokens_per_s']:.4g} total tok/s",
+        *([_band_line(band)] if band else [f"bands  none: {rec['band_note']}"] if "band_note" in rec else []),
         *extra,
         "",
         f"memory  weights {render.nbytes(m['weights_bytes'])} + KV {render.nbytes(m['kv_cache_bytes'])} "
@@ -201,6 +237,23 @@ def estimate_text(rec: dict) -> str:
         _fit_line(m),
     ]
     return "\n".join(lines)
+
+
+def _range(rec: dict, key: str) -> str:
+    """" (5.9-7.6 ms)": a band in the units of its prediction; "" without one."""
+    pair = rec.get(key)
+    if not pair:
+        return ""
+    if key.endswith("_per_s"):
+        return f" ({pair[0]:.3g}-{pair[1]:.3g})"
+    return f" ({render.seconds(pair[0])}-{render.seconds(pair[1])})"
+
+
+def _band_line(band: dict) -> str:
+    groups = "; ".join(f"{k} {v['group']} ({v['rows']} rows)" for k, v in band["by_prediction"].items()
+                       if "." not in k)
+    return (f"bands  in brackets, where {100 * band['coverage']:.0f}% of held-out measurements fell ({band['source']}): "
+            f"{groups}")
 
 
 def estimate_rows_text(recs: list[dict]) -> str:

@@ -198,3 +198,30 @@ def bands_for(hw) -> tuple[BandTable | None, str]:
     if table is None:
         return None, "no published bands (calc/data/bands.yaml; roofline accuracy writes it)"
     return table, "published measurements, held out by source"
+
+
+# The predictions a band brackets, with their family: the request's times and rates.
+BANDED = (("ttft_s", "ttft"), ("tpot_s", "decode"), ("e2e_s", "e2e"), ("output_tokens_per_s", "throughput"),
+          ("total_tokens_per_s", "throughput"))
+
+
+def band_name(name: str) -> str:
+    """The key of a prediction's band: ttft_s -> ttft_band_s, output_tokens_per_s -> output_tokens_band_per_s."""
+    if name.endswith("_per_s"):
+        return name.removesuffix("_per_s") + "_band_per_s"
+    return name.removesuffix("_s") + "_band_s"
+
+
+def regime_of(family: str, hw, weight_dtype: str | None, compute_dtype: str | None, load: str = "pass") -> Regime:
+    """The regime of a prediction on profile ``hw`` (its engine preset, its GPU family) at these dtypes."""
+    engine = hw.preset.name if hw.preset is not None else "default"
+    return Regime(family, load, engine, precision_class(weight_dtype, compute_dtype), gpu_family(hw.name))
+
+
+def band_block(table: BandTable, source: str, found: dict[str, Found]) -> dict:
+    """The JSON ``band`` block: nominal coverage, whence, each prediction's group and rows, and at the
+    top the fewest rows any of them rests on (with that band's group)."""
+    weakest = min(found.items(), key=lambda kv: kv[1].band.rows)[1] if found else None
+    return {"coverage": table.coverage, "quantiles": list(table.quantiles), "source": source,
+            "rows": weakest.band.rows if weakest else None, "group": weakest.group if weakest else None,
+            "by_prediction": {k: {"group": f.group, "rows": f.band.rows} for k, f in found.items()}}

@@ -1,0 +1,83 @@
+"""Bands in estimate and sweep: beside each time and rate, from the shipped table, off with --no-bands."""
+
+import io
+import json
+import math
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from calc.cli.app import app
+from calc.spec.bands import load_bands
+
+runner = CliRunner()
+ARGS = ["--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--batch", "4", "--prompt-len", "1024",
+        "--output-len", "64"]
+
+
+def run(*args):
+    r = runner.invoke(app, [str(a) for a in args])
+    assert r.exit_code == 0, r.output
+    return r.output
+
+
+def test_estimate_json_carries_bands_by_the_stated_arithmetic():
+    d = json.loads(run("estimate", *ARGS, "--format", "json"))
+    table = load_bands()
+    band = d["band"]
+    assert band["coverage"] == 0.8 and band["quantiles"] == [0.1, 0.9]
+    for name, key in (("ttft_s", "ttft_band_s"), ("tpot_s", "tpot_band_s"), ("e2e_s", "e2e_band_s")):
+        b = table.groups[band["by_prediction"][name]["group"]]
+        # a time: measured = predicted / e^r, r between the group's log_lo and log_hi
+        assert d[key] == pytest.approx([d[name] * math.exp(-b.log_hi), d[name] * math.exp(-b.log_lo)])
+        assert band["by_prediction"][name]["rows"] == b.rows >= table.min_rows
+    b = table.groups[band["by_prediction"]["output_tokens_per_s"]["group"]]
+    x = d["output_tokens_per_s"]
+    assert d["output_tokens_band_per_s"] == pytest.approx([x * math.exp(b.log_lo), x * math.exp(b.log_hi)])
+    assert d["prefill"]["time_band_s"] == d["ttft_band_s"]  # TTFT is the prefill time (no sampling term here)
+    assert band["rows"] == min(v["rows"] for v in band["by_prediction"].values())
+    assert band["group"] in table.groups
+
+
+def test_the_band_group_is_the_regimes_most_specific_stored_one():
+    d = json.loads(run("estimate", *ARGS, "--engine", "trtllm", "--weight-dtype", "fp8", "--format", "json"))
+    table = load_bands()
+    g = d["band"]["by_prediction"]["tpot_s"]["group"]
+    chain = ["decode/pass/trtllm/fp8/hopper", "decode/pass/trtllm/fp8", "decode/pass/trtllm", "decode/pass",
+             "decode", "all"]
+    assert g == next(c for c in chain if c in table.groups)
+
+
+def test_no_bands_leaves_the_contract_as_it_was():
+    with_bands = json.loads(run("estimate", *ARGS, "--format", "json"))
+    d = json.loads(run("estimate", *ARGS, "--format", "json", "--no-bands"))
+    assert not [k for k in d if "band" in k] and "time_band_s" not in d["prefill"]
+    assert {k: v for k, v in with_bands.items() if "band" not in k and k not in ("prefill", "decode")} == \
+        {k: v for k, v in d.items() if k not in ("prefill", "decode")}
+    assert "bands" not in run("estimate", *ARGS, "--no-bands")
+
+
+def test_table_shows_the_ranges_and_their_groups():
+    out = run("estimate", *ARGS)
+    assert "bands  in brackets, where 80% of held-out measurements fell" in out and "ttft/" in out
+
+
+def test_ideal_and_cpu_get_no_band_and_say_why():
+    d = json.loads(run("estimate", *ARGS, "--ideal", "--format", "json"))
+    assert d["band"] is None and "ideal" in d["band_note"]
+    cpu = ["--model", "tiny-decoder", "--hardware", "cpu-generic-2core", "--format", "json"]
+    d = json.loads(run("estimate", *cpu))
+    assert d["band"] is None and "without bands of its own" in d["band_note"]
+
+
+def test_sweep_band_columns_match_estimate():
+    frame = pd.read_csv(io.StringIO(run("sweep", *ARGS)))
+    d = json.loads(run("estimate", *ARGS, "--format", "json"))
+    row = frame.iloc[0]
+    assert [row["ttft_band_lo_s"], row["ttft_band_hi_s"]] == pytest.approx(d["ttft_band_s"])
+    assert [row["tpot_band_lo_s"], row["tpot_band_hi_s"]] == pytest.approx(d["tpot_band_s"])
+    assert [row["output_tokens_band_lo_per_s"], row["output_tokens_band_hi_per_s"]] == \
+        pytest.approx(d["output_tokens_band_per_s"])
+    plain = pd.read_csv(io.StringIO(run("sweep", *ARGS, "--no-bands")))
+    assert not [c for c in plain.columns if "band" in c]
