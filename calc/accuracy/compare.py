@@ -34,6 +34,7 @@ from calc.accuracy.harness import predict as predict_row
 from calc.accuracy.scenario import Scenario
 from calc.core.errors import SpecError
 from calc.core.units import DEFAULT_GROUP_SIZE
+from calc.spec.bands import is_rate
 from calc.spec.catalog import load_hardware, load_model
 from calc.spec.engine import EngineSpec, engines, load_engine
 
@@ -46,6 +47,16 @@ class MetricResult:
     metric: str
     measured: float
     predicted: float
+    band: tuple[float, float] | None = None  # where 80% of held-out measurements fell (calc.spec.bands)
+    band_group: str | None = None
+    band_rows: int | None = None
+
+    @property
+    def inside(self) -> bool | None:
+        """Whether the measurement fell inside the band (None: no band)."""
+        if self.band is None or not math.isfinite(self.predicted):
+            return None
+        return self.band[0] <= self.measured <= self.band[1]
 
     @property
     def error(self) -> float:
@@ -116,7 +127,18 @@ def compare(sc: Scenario, preset: EngineSpec | None = None) -> RunResult:
     notes = ()
     if pred and all(math.isnan(v) for v in pred.values()):
         notes = ("nothing predicted: the weights and the KV cache of one replica do not fit on the GPUs",)
-    return RunResult(sc, preset.name, tuple(MetricResult(m, v, pred[m]) for m, v in sc.measured.items()), notes)
+    from calc.accuracy.compare_bands import run_bands
+
+    bands, _ = run_bands(sc, preset, _dtypes(sc, load_model(sc.model), preset), pred)
+
+    def result(m: str, v: float) -> MetricResult:
+        f = bands.get(m)
+        if f is None or not math.isfinite(pred[m]):
+            return MetricResult(m, v, pred[m])
+        lo, hi = f.interval(pred[m], is_rate(m))
+        return MetricResult(m, v, pred[m], (float(lo), float(hi)), f.group, f.band.rows)
+
+    return RunResult(sc, preset.name, tuple(result(m, v) for m, v in sc.measured.items()), notes)
 
 
 def _fixed_batch(sc: Scenario, preset: EngineSpec) -> dict[str, float]:

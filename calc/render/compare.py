@@ -34,8 +34,22 @@ def records(results) -> list[dict]:
             out.append({"file": sc.run.file, "run": sc.run.label, "format": sc.run.format, "load": sc.run.load,
                         "model": sc.model, "hardware": sc.hardware, "tp": sc.tp, "engine": r.preset,
                         "metric": m.metric, "measured": m.measured, "predicted": m.predicted,
-                        "error": m.error if math.isfinite(m.error) else None})
+                        "error": m.error if math.isfinite(m.error) else None, **_band_fields(m, flat=True)})
     return out
+
+
+def _band_fields(m, flat: bool = False) -> dict:
+    """The metric's band and whether the measurement fell inside it (None: no band)."""
+    lo, hi = m.band if m.band else (None, None)
+    band = {"band_lo": lo, "band_hi": hi} if flat else {"band": list(m.band) if m.band else None}
+    return {**band, "inside": m.inside, "band_group": m.band_group, "band_rows": m.band_rows}
+
+
+def band_text(m) -> tuple[str, str]:
+    """("5.9 ms-7.6 ms", "yes"/"NO"), or ("-", "-") without a band."""
+    if m.band is None or m.inside is None:
+        return "-", "-"
+    return f"{value_text(m.metric, m.band[0])}-{value_text(m.metric, m.band[1])}", "yes" if m.inside else "NO"
 
 
 def summary(results, failures) -> dict:
@@ -43,7 +57,9 @@ def summary(results, failures) -> dict:
     a = np.asarray([e for e, _, _ in errs])
     worst = max(errs, key=lambda t: t[0]) if errs else None
     files = {r.scenario.run.file for r in results}
+    inside = [m.inside for r in results for m in r.metrics if m.inside is not None]
     return {"files": len(files), "runs": len(results), "metrics": int(a.size),
+            "banded": len(inside), "inside_band": sum(inside) / len(inside) if inside else None,
             "median_abs_error": float(np.median(a)) if a.size else None,
             "p90_abs_error": float(np.percentile(a, 90)) if a.size else None,
             "worst": None if worst is None else {"run": worst[2].scenario.run.name, "metric": worst[1].metric,
@@ -59,6 +75,8 @@ def summary_line(s: dict) -> str:
         line = (f"{s['runs']} runs in {s['files']} files, {s['metrics']} metrics: median |error| "
                 f"{100 * s['median_abs_error']:.1f}%, p90 {100 * s['p90_abs_error']:.1f}%; worst "
                 f"{w['metric']} of {w['run']} ({100 * w['error']:+.1f}%)")
+    if s.get("banded"):
+        line += f"; {100 * s['inside_band']:.0f}% of {s['banded']} inside their 80% band"
     if s["failed_files"]:
         line += f"; {s['failed_files']} file(s) not read (exit 2)"
     return line
@@ -86,12 +104,16 @@ def table_text(results, labels: dict[str, str], failures) -> str:
     blocks = []
     for r in results:
         rows = [[labels.get(m.metric, m.metric), value_text(m.metric, m.measured),
-                 value_text(m.metric, m.predicted), error_text(m.error)] for m in r.metrics]
+                 value_text(m.metric, m.predicted), error_text(m.error), *band_text(m)] for m in r.metrics]
         lines = [describe(r)]
         if r.scenario.assumed:
             lines.append("  assumed: " + "; ".join(r.scenario.assumed))
         lines += [f"  note: {n}" for n in (*r.scenario.notes, *r.notes)]
-        lines.append(text.table(rows, ["metric", "measured", "predicted", "error"], align="lrrr"))
+        groups = sorted({f"{m.band_group} ({m.band_rows} rows)" for m in r.metrics if m.band_group})
+        if groups:
+            lines.append("  80% band (where 80% of held-out measurements fell): " + "; ".join(groups))
+        lines.append(text.table(rows, ["metric", "measured", "predicted", "error", "80% band", "inside"],
+                                align="lrrrrl"))
         blocks.append("\n".join(lines))
     blocks.append(summary_line(summary(results, failures)))
     return "\n\n".join(blocks)
@@ -111,7 +133,8 @@ def json_record(results, failures, refits=None) -> dict:
                      "notes": [*sc.notes, *r.notes],
                      "metrics": [{"metric": m.metric, "measured": m.measured,
                                   "predicted": m.predicted if math.isfinite(m.predicted) else None,
-                                  "error": m.error if math.isfinite(m.error) else None} for m in r.metrics]})
+                                  "error": m.error if math.isfinite(m.error) else None, **_band_fields(m)}
+                                 for m in r.metrics]})
     out = {"runs": runs, "summary": summary(results, failures),
            "errors": [{"file": f, "error": e} for f, e in failures]}
     if refits:
@@ -121,14 +144,14 @@ def json_record(results, failures, refits=None) -> dict:
 
 def report_markdown(results, labels, failures, chart: str | None, fit_text: str | None = None) -> str:
     rows = [[r.scenario.run.name, labels.get(m.metric, m.metric), value_text(m.metric, m.measured),
-             value_text(m.metric, m.predicted), error_text(m.error)] for r in results for m in r.metrics]
+             value_text(m.metric, m.predicted), error_text(m.error), *band_text(m)] for r in results for m in r.metrics]
     parts = ["# roofline compare", "", summary_line(summary(results, failures)), ""]
     if chart:
         parts += [f"![predicted vs measured]({chart})", ""]
     parts += ["## Runs", ""] + [f"- {describe(r)}" + (f" (assumed: {'; '.join(r.scenario.assumed)})"
                                                       if r.scenario.assumed else "") for r in results]
-    parts += ["", "## Every metric", "", "```", text.table(rows, ["run", "metric", "measured", "predicted", "error"],
-                                                           align="llrrr"), "```"]
+    parts += ["", "## Every metric", "", "```", text.table(rows, ["run", "metric", "measured", "predicted", "error",
+                                                                  "80% band", "inside"], align="llrrrrl"), "```"]
     if fit_text:
         parts += ["", "## Refit (held out by run)", "", "```", fit_text, "```"]
     if failures:

@@ -81,3 +81,46 @@ def test_sweep_band_columns_match_estimate():
         pytest.approx(d["output_tokens_band_per_s"])
     plain = pd.read_csv(io.StringIO(run("sweep", *ARGS, "--no-bands")))
     assert not [c for c in plain.columns if "band" in c]
+
+
+def test_compare_says_whether_each_measurement_falls_inside_its_band():
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[2] / "fixtures" / "bench"
+    d = json.loads(run("compare", bench / "vllm-serve-concurrency16.json", "--hardware", "h100-sxm", "--format", "json"))
+    table = load_bands()
+    inside = []
+    for m in d["runs"][0]["metrics"]:
+        if m["predicted"] is None:
+            assert m["band"] is None and m["inside"] is None
+            continue
+        b = table.groups[m["band_group"]]
+        x = m["predicted"]
+        lo, hi = ((x * math.exp(b.log_lo), x * math.exp(b.log_hi)) if "_per_s" in m["metric"]
+                  else (x * math.exp(-b.log_hi), x * math.exp(-b.log_lo)))
+        assert m["band"] == pytest.approx([lo, hi]) and m["band_rows"] == b.rows
+        assert m["inside"] == (lo <= m["measured"] <= hi)
+        inside.append(m["inside"])
+    assert d["summary"]["banded"] == len(inside) and d["summary"]["inside_band"] == pytest.approx(
+        sum(inside) / len(inside))
+    text = run("compare", bench / "vllm-serve-concurrency16.json", "--hardware", "h100-sxm")
+    assert "80% band" in text and "inside their 80% band" in text
+
+
+def test_compare_load_levels_of_a_run():
+    from types import SimpleNamespace as NS
+
+    import numpy as np
+
+    from calc.accuracy.compare_bands import _load
+
+    def sc(**run):
+        base = dict(format="vllm-serve", load="rate", concurrency=None, rate_per_s=None, num_requests=None)
+        return NS(run=NS(**{**base, **run}), max_num_seqs=256, output_lens=np.array([11.0]))
+
+    assert _load(sc(load="batch"), {}) == "pass" and _load(sc(format="llama-bench", load="concurrency"), {}) == "pass"
+    assert _load(sc(load="concurrency", concurrency=16), {}) == "medium"
+    # Little's law: 4 req/s x 2 s in flight = 8 (medium); without e2e, TTFT + (G - 1) TPOT = 0.1 + 10 x 0.01 = 0.2 s
+    assert _load(sc(rate_per_s=4.0), {"e2e_mean_s": 2.0}) == "medium"
+    assert _load(sc(rate_per_s=4.0), {"ttft_mean_s": 0.1, "tpot_mean_s": 0.01}) == "low"  # 0.8 in flight
+    assert _load(sc(load="burst", num_requests=1000), {}) == "high"  # 256 running at most
