@@ -104,9 +104,11 @@ def sweep_for(kind: str, model="llama-3.1-8b", hardware="h100-sxm", *, batch=Non
     _check_size(kind, {"--model": models, "--hardware": _as_list(hardware), "--batch": batch or [1],
                        "--prompt-len": prompt_len or [512], "--output-len": output_len or [128], "--tp": tp,
                        "--weight-dtype": _as_list(weight_dtype) or [None], "--kv-dtype": _as_list(kv_dtype) or [None]})
+    from calc.spec.bands import bands_for
+
     return sweep(model=models, hardware=_as_list(hardware), batch=batch or [1], prompt_len=prompt_len or [512],
                  output_len=output_len or [128], weight_dtype=_as_list(weight_dtype) or [None],
-                 kv_dtype=_as_list(kv_dtype) or [None], tp=tp)
+                 kv_dtype=_as_list(kv_dtype) or [None], tp=tp, bands=lambda hw: bands_for(hw)[0])
 
 
 MAX_LINES = 64  # series one chart draws; more is unreadable and slow to render

@@ -52,24 +52,30 @@ def _yscale(ax, values) -> None:
 
 def _line_chart(frame, x: str, y, *, xlabel: str, ylabel: str, what: str, note: str | None = None, ignore=(),
                 xval=None, xscale: str = "log", yscale: str = "auto", legend_extra=(), fits=None, out=None,
-                after=None):
+                after=None, band=None):
     """One line per series: ``y(rows)`` against ``xval(rows)`` (default: column ``x``), rows
     sorted by column ``x``; points that do not fit in device memory crossed out.
     ``fits(rows)`` says which points fit (default: the sweep's ``fits``: weights + KV + the
     prefill's activations within device memory). ``after(ax, series)`` adds chart-specific
-    artists before the legend."""
+    artists before the legend. ``band``: (low, high) column names of the prediction band (calc.spec.bands),
+    shaded around each line in y's units (``y`` applied to them) where the frame has them."""
     from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     _check_frame(frame, (x, "fits"))
     fig, ax = _figure()
     series, scenario = _series(frame, x, ignore)
-    ys, nofit = [], False
+    ys, nofit, shaded = [], False, False
     for j, (label, rows) in enumerate(series):
         color = SERIES_COLORS[j % len(SERIES_COLORS)]
         xv = np.asarray(xval(rows) if xval else rows[x], dtype=float)
         yv = np.asarray(y(rows), dtype=float)
         ys += list(yv)
         ax.plot(xv, yv, "-o", color=color, ms=4, lw=1.6, label=label, gid=f"series:{label}")
+        if band is not None and band[0] in rows:
+            lo, hi = (np.asarray(y(rows.assign(**{band[2]: rows[c]})), dtype=float) for c in band[:2])
+            ax.fill_between(xv, lo, hi, color=color, alpha=0.15, lw=0, gid=f"band:{label}")
+            shaded = True
         bad = ~np.asarray(fits(rows) if fits else rows.fits, dtype=bool)
         if bad.any():
             nofit = True
@@ -88,13 +94,21 @@ def _line_chart(frame, x: str, y, *, xlabel: str, ylabel: str, what: str, note: 
     if nofit:
         handles.append(Line2D([], [], color="black", marker="x", ls="", label="does not fit in device memory"))
     handles += [Line2D([], [], **style) for style in legend_extra]
+    if shaded:
+        handles.append(Patch(color="#777777", alpha=0.3, label="80% band: where held-out measurements fell"))
     return _finish(fig, ax, f"{what}\n{scenario}" if scenario else what, note, out, handles)
+
+
+# (low column, high column, the column y reads): a band is drawn through the line's own y function
+TTFT_BAND = ("ttft_band_lo_s", "ttft_band_hi_s", "ttft_s")
+TPOT_BAND = ("tpot_band_lo_s", "tpot_band_hi_s", "tpot_s")  # tpot-context: one decode step, G = 2
 
 
 def ttft_chart(frame, out=None):
     """TTFT (prefill + sampling) against prompt length T, one line per series."""
     return _line_chart(frame, "prompt_tokens", lambda r: r.ttft_s / MILLI, xlabel="prompt length T (tokens)",
                        ylabel="TTFT (ms)", what="Time to first token vs prompt length", ignore=("output_tokens",),
+                       band=TTFT_BAND,
                        note="TTFT = prefill of B x T tokens + sampling; no queueing, tokenisation or network. "
                             + NOFIT, out=out)
 
@@ -103,6 +117,7 @@ def tpot_batch_chart(frame, out=None):
     """TPOT (mean decode step over the G - 1 steps) against batch size B."""
     return _line_chart(frame, "batch", lambda r: r.tpot_s / MILLI, xlabel="batch B (sequences)",
                        ylabel="TPOT (ms per output token)", what="Time per output token vs batch", xscale="log2",
+                       band=TPOT_BAND,
                        note="TPOT: mean decode-step time over the G - 1 steps at contexts T .. T+G-2. " + NOFIT,
                        out=out)
 
@@ -112,6 +127,7 @@ def tpot_context_chart(frame, out=None):
     return _line_chart(frame, "prompt_tokens", lambda r: r.decode_step_s / MILLI,
                        xlabel="context S (cached tokens per sequence)", ylabel="TPOT (ms per output token)",
                        what="Time per output token vs context", ignore=("output_tokens",),
+                       band=TPOT_BAND[:2] + ("decode_step_s",),
                        note="One decode step at context S: one new token per sequence, attending over S + 1 "
                             "positions. " + NOFIT, out=out)
 
@@ -207,6 +223,7 @@ def tp_chart(frame, out=None):
     return _line_chart(frame, "tp", lambda r: r.tpot_s / MILLI, xlabel="tensor-parallel degree TP (GPUs)",
                        ylabel="TPOT (ms per output token)", what="Time per output token vs tensor parallelism",
                        xscale="log2", after=ideal, legend_extra=[dict(color="#777777", ls="--", label="ideal 1/TP")],
+                       band=TPOT_BAND,
                        note="Labels: speed-up over the smallest TP. Each GPU reads 1/TP of the weights but every "
                             "layer adds two all-reduces, whose latency does not shrink with TP.", out=out)
 
