@@ -176,6 +176,18 @@ def markdown(run, plot: Path | None) -> str:
     if run.errors:
         L += ["## Held-out error: base profile vs kernel profile (nothing fitted to these passes)", "",
               render.markdown_table(ERROR_HEADERS, error_lines(run.errors)), "", *[f"- {x}" for x in done_when(run)], ""]
+    if run.kernel is not None and run.kernel.bands is not None:
+        c = run.band_coverage
+        L += ["## Prediction bands (written into calibrated.yaml)", "",
+              "`estimate --hardware calibrated.yaml` brackets each time and rate with these: the 10% and 90% "
+              "quantiles of log(predicted / measured) over the held-out points above, grouped and with the "
+              "fallback of `roofline accuracy` (README, \"Prediction bands\").", "",
+              f"- coverage of the 80% band, each model's points against bands built without that model: "
+              f"{fmt_pct(c.get('coverage'))} of {c.get('banded', 0)} points; median half-width "
+              f"{fmt_pct(c.get('half_width'))}", "",
+              render.markdown_table(["group", "rows", "models", "measured / predicted time"],
+                                    [[g, b.rows, b.sources, "{:.2f}-{:.2f}".format(*map(float, b.interval(1.0, False)))]
+                                     for g, b in run.kernel.bands.groups.items()]), ""]
     if run.counts:
         L += ["## Count checks (FlopCounterMode and cache nbytes vs the calculator)", "", "```"]
         for m, c in run.counts:

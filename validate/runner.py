@@ -80,6 +80,7 @@ class Run:
     notes: list[str] = field(default_factory=list)
     profile_s: float = 0.0
     wall_s: float = 0.0
+    band_coverage: dict = field(default_factory=dict)
 
 
 def default_base(device: str, name: str) -> str | None:
@@ -279,8 +280,30 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
         raise
     write_rows(csv_path, state.rows)
     state.errors = errors_of(state.rows)
+    _bands(state, out, say)
     state.wall_s = time.perf_counter() - t_start
     return state
+
+
+def _bands(state: Run, out: Path, say) -> None:
+    """calibrated.yaml rewritten with the bands of this validation (validate/bands.py)."""
+    from validate.bands import profile_bands, write_with_bands
+
+    from calc.spec.bands import MIN_ROWS
+
+    table, state.band_coverage = profile_bands(state.rows, state.kernel)
+    if table is None:
+        state.notes.append(f"no prediction bands: {state.band_coverage['n']} timed points, fewer than the "
+                           f"{MIN_ROWS} a group needs")
+        return
+    written = load_hardware(str(out / "calibrated.yaml"))  # as written (its tables' paths relative to out)
+    write_with_bands(written, table, out / "calibrated.yaml",
+                     "The kernel profile validated here, with the prediction bands of its held-out validation "
+                     f"(report.md): {', '.join(table.groups)}")
+    state.kernel = state.kernel.model_copy(update={"bands": table})
+    c = state.band_coverage
+    say(f"prediction bands written into calibrated.yaml ({len(table.groups)} groups); their 80% band covers "
+        f"{100 * c['coverage']:.0f}% of {c['banded']} points, each checked against bands without its model")
 
 
 def _depth(ref: str) -> int:
