@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from calc.cli.base import Format, FormatOpt, command
-from calc.cli.options import QuietOpt
+from calc.cli.options import BandsOpt, QuietOpt
 from calc.core import text as render
 
 
@@ -18,6 +18,8 @@ def plan_cmd(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder to write report.md, report.html (self-contained), plan.json and the charts into.")] = None,
     requests: Annotated[int | None, typer.Option("--requests", min=10, help="Requests simulated per configuration (default: the workload's `requests`).")] = None,
     table: Annotated[Path | None, typer.Option("--table", help="Write the ranked configurations as .csv, .parquet or .jsonl (JSON lines), by suffix; columns carry units.")] = None,
+    robust: Annotated[bool, typer.Option("--robust", help="Rank by the pessimistic edge of the prediction bands: search SLOs tightened so every configuration listed meets the real ones at its edge.")] = False,
+    bands: BandsOpt = True,
     fmt: FormatOpt = Format.table,
     quiet: QuietOpt = False,
 ) -> None:
@@ -25,7 +27,8 @@ def plan_cmd(
 
     Closed-form steady state, then a discrete-event simulation of continuous batching
     (chunked prefill, KV pages, preemption) per configuration. Prices in USD per GPU-hour.
-    No configuration meeting the SLOs is an answer (exit 0: the closest and why).
+    No configuration meeting the SLOs is an answer (exit 0: the closest and why). Each configuration's
+    SLOs are also checked at the pessimistic edge of its 80% prediction band; fragile ones are named.
     """
     import time
 
@@ -39,14 +42,18 @@ def plan_cmd(
     if table is not None:
         check_table_path(table, "--table")
     wl = load_workload(workload, requests)
+    pb = _plan_bands(wl, robust) if bands or robust else None
+    searched = wl
+    if pb is not None and robust:
+        searched = _tightened(wl, pb.searched)
     with bar("planning", quiet) as progress:
-        result = plan(wl, progress=progress)
+        result = plan(searched, progress=progress)
     if fmt is Format.json:
-        typer.echo(render.to_json(plan_record(result)))
+        typer.echo(render.to_json(plan_record(result, pb)))
     elif fmt is Format.csv:
         typer.echo(render.to_csv(flat_record(trial_record(t)) for t in result.ranked), nl=False)
     else:
-        typer.echo(plan_text(result))
+        typer.echo(plan_text(result, pb))
     if table is not None:
         import pandas as pd
 
@@ -54,11 +61,42 @@ def plan_cmd(
         write_frame(pd.DataFrame([flat_record(trial_record(t)) for t in shown]), table, "--table")
         typer.echo(f"wrote {table} ({len(shown)} configurations)", err=True)
     if out is not None:
-        files = write_report(result, out)
+        files = write_report(result, out, pb)
         typer.echo(f"wrote {', '.join(str(f) for f in files if f.suffix != '.png')} and "
                    f"{sum(f.suffix == '.png' for f in files)} charts", err=True)
     typer.echo(f"planned in {time.perf_counter() - t0:.1f} s ({result.simulations} simulations of "
                f"{result.requests:,} requests)", err=True)
+
+
+def _plan_bands(wl, robust: bool):
+    """The plan's bands (calc.serving.bands.PlanBands) against the workload's SLOs: the profiles' own
+    where every candidate has them, else the published ones; with ``robust`` the targets to search."""
+    from calc.core.errors import SpecError
+    from calc.cost.dtypes import Dtypes
+    from calc.serving.bands import PlanBands, robust_targets
+    from calc.spec.bands import bands_for
+
+    found = [bands_for(h) for h in wl.hardware]
+    tables = {id(t): (t, why) for t, why in found if t is not None}
+    if len(tables) != 1 or any(t is None for t, _ in found):
+        why = "; ".join(sorted({w for t, w in found if t is None})) or "the candidates carry different bands"
+        if robust:
+            raise SpecError("--robust", None, f"no single band table for these candidates: {why}")
+        return None
+    (table, source), = tables.values()
+    targets = wl.spec.slo.targets()
+    d = wl.spec.dtypes
+    dt = Dtypes.resolve(wl.model, d.weight, d.kv, d.compute)
+    searched = robust_targets(targets, table, wl.hardware, dt) if robust else {}
+    return PlanBands(table, source, targets, robust, searched)
+
+
+def _tightened(wl, targets: dict[str, float]):
+    """The workload with its SLOs replaced by ``targets`` (the --robust search)."""
+    from dataclasses import replace
+
+    slo = wl.spec.slo.model_copy(update={f"{k}_s": v for k, v in targets.items()})
+    return replace(wl, spec=wl.spec.model_copy(update={"slo": slo}))
 
 
 @command("accuracy")

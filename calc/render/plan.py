@@ -61,11 +61,12 @@ def trial_record(t: Trial) -> dict:
     }
 
 
-def plan_record(plan: Plan) -> dict:
-    """The plan as JSON-ready data: the chosen configuration, the ranking, the rejections."""
+def plan_record(plan: Plan, bands=None) -> dict:
+    """The plan as JSON-ready data: the chosen configuration, the ranking, the rejections; with
+    ``bands`` (calc.serving.bands.PlanBands) each configuration at the edge too."""
     wl = plan.workload
     chosen = plan.chosen
-    return {
+    rec = {
         "workload": wl.spec.name, "model": wl.model.name,
         "dtypes": {"weight": plan.dtypes.weight, "kv": plan.dtypes.kv, "compute": plan.dtypes.compute},
         "slo_s": wl.spec.slo.targets(), "arrival": wl.spec.arrival.model_dump(exclude_none=True),
@@ -77,6 +78,11 @@ def plan_record(plan: Plan) -> dict:
         **({"disaggregated": disagg_record(plan)} if plan.disagg else {}),
         **({"speculative": spec_record(plan.spec_effect)} if plan.spec_effect else {}),
     }
+    if bands is not None:
+        from calc.render.plan_bands import add_to_record
+
+        add_to_record(rec, plan, bands)
+    return rec
 
 
 def verdict(plan: Plan) -> str:
@@ -129,8 +135,8 @@ def _rejected_rows(plan: Plan) -> tuple[list[list[str]], list]:
     return rows, pruned
 
 
-def plan_text(plan: Plan) -> str:
-    """What `roofline plan` prints."""
+def plan_text(plan: Plan, bands=None) -> str:
+    """What `roofline plan` prints (with ``bands``: each shown configuration at the edge too)."""
     wl = plan.workload
     out = [f"workload {wl.spec.name}: {wl.model.name}, {_arrival_text(plan)}, SLOs {_slo_text(plan)}", "",
            verdict(plan), ""]
@@ -142,6 +148,10 @@ def plan_text(plan: Plan) -> str:
         out += ["Rejected:", render.table(rows, ["configuration", "why", "detail"], align="lll")]
     if pruned:
         out.append(f"({len(pruned)} more left out: costlier than the ranked ones, or the same as a smaller max batch)")
+    if bands is not None:
+        from calc.render.plan_bands import text_lines
+
+        out += text_lines(plan, bands)
     return "\n".join(out)
 
 
@@ -230,7 +240,7 @@ def _replica_rows(t: Trial) -> list[list[str]]:
     return rows
 
 
-def build_report(plan: Plan) -> Doc:
+def build_report(plan: Plan, bands=None) -> Doc:
     wl = plan.workload
     d = Doc()
     d.h(1, f"Capacity plan: {wl.spec.name}")
@@ -274,6 +284,10 @@ def build_report(plan: Plan) -> Doc:
         from calc.plot.front import front_png
 
         disagg_section(d, plan, front_png(plan))
+    if bands is not None:
+        from calc.render.plan_bands import section
+
+        section(d, plan, bands)
     d.h(2, "Assumptions")
     d.ul(assumptions(plan))
     d.h(2, "What would change the answer")
@@ -281,10 +295,10 @@ def build_report(plan: Plan) -> Doc:
     return d
 
 
-def write_report(plan: Plan, out) -> list[Path]:
+def write_report(plan: Plan, out, bands=None) -> list[Path]:
     """DIR/report.md (+ its PNGs), DIR/report.html (self-contained) and DIR/plan.json."""
     folder = out_folder(out)
-    doc = build_report(plan)
+    doc = build_report(plan, bands)
     written = []
     for b in doc.blocks:
         if b[0] == "img":
@@ -292,7 +306,7 @@ def write_report(plan: Plan, out) -> list[Path]:
             written.append(folder / b[1])
     for name, text in (("report.md", doc.markdown()), ("report.html", doc.html(f"Capacity plan: "
                                                                               f"{plan.workload.spec.name}")),
-                       ("plan.json", render.to_json(plan_record(plan)) + "\n")):
+                       ("plan.json", render.to_json(plan_record(plan, bands)) + "\n")):
         atomic_write(folder / name, text.encode())
         written.append(folder / name)
     return written
