@@ -287,9 +287,8 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
 
 def _bands(state: Run, out: Path, say) -> None:
     """calibrated.yaml rewritten with the bands of this validation (validate/bands.py)."""
-    from validate.bands import profile_bands, write_with_bands
-
     from calc.spec.bands import MIN_ROWS
+    from validate.bands import profile_bands, write_with_bands
 
     table, state.band_coverage = profile_bands(state.rows, state.kernel)
     if table is None:

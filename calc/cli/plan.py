@@ -34,7 +34,7 @@ def plan_cmd(
 
     from calc.core.progress import bar
     from calc.render.frames import check_table_path, flat_record, write_frame
-    from calc.render.plan import plan_record, plan_text, trial_record, write_report
+    from calc.render.plan import plan_record, plan_text, write_report
     from calc.serving.plan import plan
     from calc.spec.workload import load_workload
 
@@ -51,14 +51,14 @@ def plan_cmd(
     if fmt is Format.json:
         typer.echo(render.to_json(plan_record(result, pb)))
     elif fmt is Format.csv:
-        typer.echo(render.to_csv(flat_record(trial_record(t)) for t in result.ranked), nl=False)
+        typer.echo(render.to_csv(flat_record(_row(t, pb)) for t in result.ranked), nl=False)
     else:
         typer.echo(plan_text(result, pb))
     if table is not None:
         import pandas as pd
 
         shown = result.ranked or [t for t in (result.closest,) if t is not None]  # none meets: the closest
-        write_frame(pd.DataFrame([flat_record(trial_record(t)) for t in shown]), table, "--table")
+        write_frame(pd.DataFrame([flat_record(_row(t, pb)) for t in shown]), table, "--table")
         typer.echo(f"wrote {table} ({len(shown)} configurations)", err=True)
     if out is not None:
         files = write_report(result, out, pb)
@@ -66,6 +66,17 @@ def plan_cmd(
                    f"{sum(f.suffix == '.png' for f in files)} charts", err=True)
     typer.echo(f"planned in {time.perf_counter() - t0:.1f} s ({result.simulations} simulations of "
                f"{result.requests:,} requests)", err=True)
+
+
+def _row(t, pb) -> dict:
+    """A configuration's record, with its edge (edge_ttft_p99_s, ..., edge_meets_slos) where bands apply."""
+    from calc.render.plan import trial_record
+    from calc.render.plan_bands import edge_record
+
+    rec = trial_record(t)
+    if pb is not None:
+        rec["edge"] = edge_record(pb, t)
+    return rec
 
 
 def _plan_bands(wl, robust: bool):

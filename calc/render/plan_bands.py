@@ -7,7 +7,6 @@ from calc.core import text as render
 from calc.spec.workload import Target
 
 
-
 def _shown(plan) -> list:
     return plan.ranked or [t for t in (plan.closest,) if t is not None]
 
