@@ -65,7 +65,7 @@ def write_bands_file(run: BandRun, path: Path) -> Path:
               "(type 6, numpy method='weibull').\n"
               f"A group is kept with >= {MIN_ROWS} rows; a lookup falls back from family/load/engine/precision/gpu to "
               "broader groups, then all.")
-    return atomic_write(path, bands_yaml(run.table, header))
+    return atomic_write(path, bands_yaml(run.table, header), "--bands-out")
 
 
 def _pct(x: float) -> str:

@@ -15,7 +15,7 @@ from calc.accuracy.fit import FIT_FILE
 from calc.accuracy.harness import MODELS, PREVIOUS, PUBLISHED, Run, run
 from calc.accuracy.summary import GROUPINGS, done_when, figures, grouped_table, overall_table
 from calc.core import text as render
-from calc.core.files import atomic_write, out_folder
+from calc.core.files import atomic_write, check_writable, out_folder
 from calc.core.progress import Progress, silent
 from calc.spec.bands import BANDS_FILE
 
@@ -108,6 +108,8 @@ def write_accuracy_report(out: Path, fit: bool = True, progress: Progress = sile
     """Predict every row, write out/README.md, out/predictions.csv, out/errors.png and (held out,
     so only with ``fit``) the prediction bands to ``bands_out``; return the figures."""
     out = out_folder(out, parents=True)  # before the minute of fitting: a bad --out fails at once
+    if fit and bands_out is not None:
+        check_writable(Path(bands_out), "--bands-out")
     r = run(fit_rows=fit, progress=progress)
     bands = make_bands(r.results, (PUBLISHED.parent / UNDER_LOAD,)) if fit else None
     if bands is not None and bands_out is not None:

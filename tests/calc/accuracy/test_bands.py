@@ -102,3 +102,12 @@ def test_a_rate_rows_residual_is_in_time_orientation():
     assert r.log_ratio == pytest.approx(-math.log(1.25)) and r.rate
     assert r.regime == Regime("throughput", "high", "vllm", "fp8", "hopper")
     assert residual(row, math.nan) is None
+
+
+def test_a_bad_bands_out_fails_before_the_fit(tmp_path):
+    from typer.testing import CliRunner
+
+    from calc.cli.app import app
+
+    r = CliRunner().invoke(app, ["accuracy", "--bands-out", str(tmp_path / "no" / "b.yaml"), "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "--bands-out" in r.output and "does not exist" in r.output
