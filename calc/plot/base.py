@@ -86,6 +86,8 @@ def _nums(values) -> list:
 
 def plotted_data(fig) -> dict:
     """The numbers a figure shows, from its artists: lines and scatters by gid, bars by label."""
+    from matplotlib.collections import PolyCollection
+
     axes = []
     for ax in fig.axes:
         series: dict[str, dict] = {}
@@ -93,7 +95,7 @@ def plotted_data(fig) -> dict:
             if line.get_gid():
                 series[line.get_gid()] = {"x": _nums(line.get_xdata()), "y": _nums(line.get_ydata())}
         for coll in ax.collections:
-            if coll.get_gid():
+            if coll.get_gid() and not isinstance(coll, PolyCollection):  # shaded areas: their edge lines carry them
                 off = np.asarray(coll.get_offsets(), dtype=float).reshape(-1, 2)
                 entry = {"x": _nums(off[:, 0]), "y": _nums(off[:, 1])}
                 sizes = coll.get_sizes()

@@ -75,6 +75,8 @@ def _line_chart(frame, x: str, y, *, xlabel: str, ylabel: str, what: str, note: 
         if band is not None and band[0] in rows:
             lo, hi = (np.asarray(y(rows.assign(**{band[2]: rows[c]})), dtype=float) for c in band[:2])
             ax.fill_between(xv, lo, hi, color=color, alpha=0.15, lw=0, gid=f"band:{label}")
+            for edge, v in (("lo", lo), ("hi", hi)):
+                ax.plot(xv, v, "-", color=color, lw=0.5, alpha=0.5, gid=f"band_{edge}:{label}")
             shaded = True
         bad = ~np.asarray(fits(rows) if fits else rows.fits, dtype=bool)
         if bad.any():

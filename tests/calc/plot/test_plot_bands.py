@@ -33,3 +33,11 @@ def test_no_band_columns_no_shading():
     plain = frame[[c for c in frame.columns if "band" not in c]]
     assert not _bands(plot.ttft_chart(plain))
     assert np.isfinite(frame.ttft_band_lo_s).all()
+
+
+def test_plotted_data_carries_the_band_edges():
+    frame = plot.sweep_for("ttft", prompt_len=[128, 1024])
+    data = plot.plotted_data(plot.ttft_chart(frame))["axes"][0]["series"]
+    assert data["band_lo:llama-3.1-8b on h100-sxm"]["y"] == pytest.approx(list(frame.ttft_band_lo_s * 1e3), rel=1e-3)
+    assert data["band_hi:llama-3.1-8b on h100-sxm"]["y"] == pytest.approx(list(frame.ttft_band_hi_s * 1e3), rel=1e-3)
+    assert not [k for k in data if k.startswith("band:")]
