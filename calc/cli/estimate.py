@@ -101,7 +101,8 @@ def ops_cmd(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Per-operator breakdown of one pass: one layer's FLOPs, bytes, intensity and time, the totals, sorted by time."""
-    from calc.cost.breakdown import ops_records, ops_text
+    from calc.cost.breakdown import ops_records
+    from calc.render.ops import ops_text
 
     spec, hw = load_model(model), scenario.hardware(hardware)
     scenario.check_applies([spec])
@@ -123,7 +124,8 @@ def intensity_cmd(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Whole-model arithmetic intensity (FLOP/byte): the seed's first-order formula beside the operator model."""
-    from calc.cost.breakdown import intensity_records, intensity_text
+    from calc.cost.breakdown import intensity_records
+    from calc.render.ops import intensity_text
 
     spec = load_model(model)
     recs = intensity_records(spec, parse_values(seq_len, "--seq-len"), weight_dtype, kv_dtype)
