@@ -35,9 +35,17 @@ def error_line(exc: BaseException) -> str:
         text = f"{where}: {problem}"
     elif isinstance(exc, click.ClickException):
         text = exc.format_message()
+    elif isinstance(exc, SpecError) and exc.path in OPTION_OF:
+        text = str(SpecError(OPTION_OF[exc.path], exc.field, exc.problem))
     else:
         text = str(exc)
     return "roofline: error: " + " ".join(text.split())
+
+
+# The cost layer names a scenario value by its field (as a workload spells it); on the command line
+# the same value came from an option, so the CLI's message names the option.
+OPTION_OF = {"tp": "--tp", "pp": "--pp", "ep": "--ep", "imbalance": "--imbalance", "seq_len": "--seq-len",
+             "prompt_len/output_len": "--prompt-len/--output-len"}
 
 
 class RooflineGroup(TyperGroup):
@@ -99,7 +107,7 @@ def command(*args, **kwargs):
             try:
                 return fn(*a, **k)
             except SpecError as exc:
-                typer.echo(f"roofline: error: {exc}", err=True)
+                typer.echo(error_line(exc), err=True)  # the one way an error is printed
                 raise typer.Exit(2) from None
 
         return app.command(*args, **kwargs)(wrapper)

@@ -21,7 +21,7 @@ def phase_for(model: ModelSpec, hw: HardwareSpec, phase: Phase, batch, seq_len,
     from calc.core.errors import SpecError
 
     if seq_len + (phase == "decode") > model.max_context:
-        raise SpecError("--seq-len", None, f"{seq_len} exceeds {model.name}'s max context {model.max_context}")
+        raise SpecError("seq_len", None, f"{seq_len} exceeds {model.name}'s max context {model.max_context}")
     run = setup.resolve(model, hw)
     dt, attention, logits, par, eff = run.dtypes, run.attention, run.logits, run.parallel, run.efficiency
     B, S = np.float64(batch), np.float64(seq_len)

@@ -194,7 +194,7 @@ def estimate(model: ModelSpec, hw: HardwareSpec, batch=1, prompt_len=512, output
     held = T + G - 1
     if np.any(held > model.max_context):
         worst = held.max()
-        raise SpecError("--prompt-len/--output-len", None,
+        raise SpecError("prompt_len/output_len", None,
                         f"prompt + output - 1 = {worst:g} positions exceeds {model.name}'s max context "
                         f"{model.max_context}")
     run = setup.resolve(model, hw)

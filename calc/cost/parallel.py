@@ -64,21 +64,21 @@ def check(model: ModelSpec, par: Parallel) -> Parallel:
         if not isinstance(v, (int, np.integer)) or v < 1:
             raise SpecError(opt, None, f"must be a whole number >= 1, got {v!r}")
     if a.num_heads % par.tp:
-        raise SpecError("--tp", None, f"{par.tp} does not divide {model.name}'s {a.num_heads} query heads")
+        raise SpecError("tp", None, f"{par.tp} does not divide {model.name}'s {a.num_heads} query heads")
     if a.kind == "standard" and a.num_kv_heads % par.tp and par.tp % a.num_kv_heads:
-        raise SpecError("--tp", None, f"{par.tp} neither divides nor is a multiple of the "
+        raise SpecError("tp", None, f"{par.tp} neither divides nor is a multiple of the "
                                       f"{a.num_kv_heads} KV heads")
     if par.pp > model.num_layers:
-        raise SpecError("--pp", None, f"{par.pp} stages exceed {model.name}'s {model.num_layers} layers")
+        raise SpecError("pp", None, f"{par.pp} stages exceed {model.name}'s {model.num_layers} layers")
     if par.ep > 1:
         if model.moe is None:
-            raise SpecError("--ep", None, f"expert parallelism needs an MoE model; {model.name} is dense")
+            raise SpecError("ep", None, f"expert parallelism needs an MoE model; {model.name} is dense")
         if par.tp % par.ep:
-            raise SpecError("--ep", None, f"{par.ep} must divide --tp {par.tp} (experts spread over the TP GPUs)")
+            raise SpecError("ep", None, f"{par.ep} must divide tp {par.tp} (experts spread over the TP GPUs)")
         if model.moe.num_experts % par.ep:
-            raise SpecError("--ep", None, f"{par.ep} does not divide the {model.moe.num_experts} experts")
+            raise SpecError("ep", None, f"{par.ep} does not divide the {model.moe.num_experts} experts")
     if par.imbalance < 1:
-        raise SpecError("--imbalance", None, f"must be >= 1 (busiest GPU over mean), got {par.imbalance}")
+        raise SpecError("imbalance", None, f"must be >= 1 (busiest GPU over mean), got {par.imbalance}")
     return par
 
 
