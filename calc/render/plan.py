@@ -160,6 +160,8 @@ def _arrival_text(plan: Plan) -> str:
     if a.rate_per_s is not None:
         proc = "Poisson" if a.process == "poisson" else f"gamma arrivals (cv {a.cv:g})"
         return f"{a.rate_per_s:g} requests/s, {proc}"
+    if a.kind == "burst":
+        return f"a burst: all {plan.requests:,} requests at t = 0"
     return f"{a.concurrency} concurrent clients (closed loop)"
 
 
@@ -174,12 +176,30 @@ def _slo_text(plan: Plan) -> str:
 # --------------------------------------------------------------------------- the report
 
 
+_POLICY = {"mixed": "prefill chunks mixed with every decode", "prefill_first": "prefill steps first (decodes wait)",
+           "one_at_a_time": "one prompt per prefill step (decodes wait)"}
+
+
+def _engine_text(name: str, s) -> str:
+    """The scheduler the plan ran, in words (calc.spec.scheduler.Serving)."""
+    share = {"total": "of device memory", "static": "of device memory for weights + KV", "free":
+             "of the memory left after weights and workspace"}[s.kv_share_of]
+    graphs = ("" if s.graph_max_batch is None else
+              f", CUDA graphs up to {s.graph_max_batch:,} tokens per step (eager launches beyond)")
+    return (f"{name}: continuous batching, KV pages of {s.block_size} tokens, {s.gpu_memory_utilization:g} {share}, "
+            f"{_POLICY[s.prefill]}, {'chunked' if s.chunked_prefill else 'whole'} prompts within "
+            f"{s.max_batched_tokens:,} tokens per step, "
+            f"{'preemption by recompute' if s.preemption == 'recompute' else 'KV reserved to completion'}"
+            f"{graphs}, watermark {s.watermark:g}")
+
+
 def _workload_rows(plan: Plan) -> list[list[str]]:
     wl, spec = plan.workload, plan.workload.spec
     dt = plan.dtypes
     src = (f"trace `{spec.trace}` ({wl.trace_rows:,} requests), resampled with replacement"
            if spec.trace else None)
-    s = spec.serving
+    s = plan.scheduler or wl.serving_for(wl.hardware[0])
+    preset = (plan.chosen or plan.closest).replica.hw.preset if (plan.chosen or plan.closest) else wl.hardware[0].preset
     rows = [
         ["model", f"{wl.model.name} ({render.count(wl.model.params_total)} parameters, "
                   f"{render.count(wl.model.params_active)} active)"],
@@ -196,9 +216,7 @@ def _workload_rows(plan: Plan) -> list[list[str]]:
                        + (f"{spec.cluster.gpus_per_node} GPUs per node; " if max(spec.tp) * max(spec.pp)
                           > spec.cluster.gpus_per_node else "") +
                        f"max batch {', '.join(map(str, sorted(set(spec.max_batch))))}; up to {spec.max_gpus} GPUs"],
-        ["engine", f"continuous batching, KV pages of {s.block_size} tokens, {s.gpu_memory_utilization:g} of device "
-                   f"memory usable, chunked prefill of up to {s.max_batched_tokens:,} tokens per step, "
-                   f"watermark {s.watermark:g}"],
+        ["engine", _engine_text(preset.name if preset else "default", s)],
         ["simulation", f"{int(plan.requests):,} requests per configuration, seed {spec.seed}"],
     ]
     return rows

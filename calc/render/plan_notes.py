@@ -74,7 +74,8 @@ def changes(plan: Plan) -> list[str]:
                f"{bt['compute'] / total:.0%} compute-bound, so a 10% lower memory efficiency stretches about "
                f"{bt['memory'] / total:.0%} of the time by 10%. `roofline calibrate` on the device narrows this.")
     out.append(f"**Chunked prefill.** Decoding requests share steps with prefill chunks of up to "
-               f"{spec.serving.max_batched_tokens:,} tokens: a smaller budget shortens those stalls (TPOT) and "
+               f"{(plan.scheduler or plan.workload.serving_for(plan.workload.hardware[0])).max_batched_tokens:,} "
+               "tokens: a smaller budget shortens those stalls (TPOT) and "
                "lengthens prefills (TTFT).")
     return out
 
@@ -85,9 +86,12 @@ def assumptions(plan: Plan) -> list[str]:
         "Serving model: one replica = TP x PP GPUs with one copy of the weights; replicas split the load "
         "evenly. A PP replica runs PP engines, one micro-batch each in flight through every stage (vLLM's virtual "
         "engines): each engine gets 1/PP of the replica's load and KV pages, and its step is the whole pass "
-        "(all stages plus the PP - 1 activation sends). Continuous batching as vLLM schedules it: running requests first, FCFS admission when the "
-        "whole prompt's KV pages (plus the watermark) are free, chunked prefill within the token budget, "
-        "preemption by recompute of the most recently admitted request when a page runs out.",
+        "(all stages plus the PP - 1 activation sends). Continuous batching as the engine preset's scheduler states "
+        "it (calc/data/engines.yaml; the workload's serving: and engine_args: override it): running requests first, "
+        "FCFS admission when the prompt's KV pages (or, for engines that reserve, the whole request's) plus the "
+        "watermark are free, its prefill policy within the token budget, preemption by recompute of the most "
+        "recently admitted request when a page runs out (where the engine preempts), eager kernel launches for "
+        "steps past its CUDA-graph cap.",
         "Step time = `calc.cost.latency.mixed_step_cost` of the step's ragged batch (weights read once per step), "
         "through a step model fitted per configuration (max relative error "
         f"{max((t.replica.steps.max_fit_error for t in plan.trials), default=0.0):.1g} on its fit steps).",

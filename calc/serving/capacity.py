@@ -14,10 +14,11 @@ from functools import cached_property
 import numpy as np
 
 from calc.core.errors import SpecError
+from calc.core.units import MICRO
 from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
-from calc.cost.opcost import attention_pairs, positions_attended
-from calc.cost.operators import experts_touched
+from calc.cost.opcost import Pass, attention_pairs, positions_attended
+from calc.cost.operators import experts_touched, pass_ops
 from calc.cost.parallel import Parallel, check, link
 from calc.cost.speculative import Draft, SpecConfig, draft_of, expected_tokens
 from calc.serving.kvbudget import KVBudget, kv_budget
@@ -104,6 +105,20 @@ class Replica:
     def steps(self) -> StepModel:
         return step_model(self.model, self.hw, self.dt, self.eff, self.attention, self.par)
 
+    @cached_property
+    def kernels_per_step(self) -> float:
+        """Kernels one forward pass launches (the engine's kernel set over the pass's operators)."""
+        ops = pass_ops(self.model, Pass(np.float64(1.0), np.float64(1.0), np.float64(1.0), "decode"), self.dt,
+                       self.attention, self.par)
+        return float(sum(self.eff.kernels_of(op) * op.layers for op in ops))
+
+    @cached_property
+    def eager_step_s(self) -> float:
+        """What a step past the engine's CUDA-graph cap pays: its kernels x the eager launch cost
+        (0 without a cap)."""
+        sv = self.serving
+        return 0.0 if sv.graph_max_batch is None else self.kernels_per_step * sv.eager_launch_us * MICRO
+
     @property
     def label(self) -> str:
         return f"{self.hw.name} {self.split} mb{self.max_batch}" + (" spec" if self.spec else "")
@@ -112,7 +127,7 @@ class Replica:
         """The same replica with another max batch, sharing the KV budget and step model
         (neither depends on it)."""
         other = replace(self, max_batch=max_batch)
-        for key in ("eff", "kv", "steps", "draft", "spec_steps"):
+        for key in ("eff", "kv", "steps", "draft", "spec_steps", "kernels_per_step", "eager_step_s"):
             if key in self.__dict__:
                 other.__dict__[key] = self.__dict__[key]  # functools.cached_property's slot
         return other

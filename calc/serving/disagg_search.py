@@ -41,15 +41,18 @@ def _hardware(wl, names):
 
 def _candidates(wl, dt, T, G, prefix):
     spec, dg, model = wl.spec, wl.spec.disaggregation, wl.model
-    serving_p = spec.serving if dg.prefill_max_batched_tokens is None else \
-        spec.serving.model_copy(update={"max_batched_tokens": dg.prefill_max_batched_tokens})
+
+    def serving_p(hw):
+        sv = wl.serving_for(hw)
+        return sv if dg.prefill_max_batched_tokens is None else \
+            sv.model_copy(update={"max_batched_tokens": dg.prefill_max_batched_tokens})
     prefills, decodes, kv_short = [], [], []
     ones = np.ones_like(G)
     for hw in _hardware(wl, dg.prefill.hardware):
         for tp in sorted(set(dg.prefill.tp or spec.tp)):
             if tp > spec.max_gpus or validate_split(model, hw, tp):
                 continue
-            rep = Replica(model, hw, tp, max(dg.prefill.max_batch or spec.max_batch), dt, serving_p)
+            rep = Replica(model, hw, tp, max(dg.prefill.max_batch or spec.max_batch), dt, serving_p(hw))
             if not rep.kv.fits or rep.kv.pages_for(int(T.max())) > rep.kv.pages:
                 continue
             prefills.append(_Pool(rep, wl.price_per_gpu_hour(hw), steady_state(rep, T, ones, prefix=prefix)
@@ -60,7 +63,7 @@ def _candidates(wl, dt, T, G, prefix):
         for tp in sorted(set(dg.decode.tp or spec.tp)):
             if tp > spec.max_gpus or validate_split(model, hw, tp):
                 continue
-            base = Replica(model, hw, tp, max(dg.decode.max_batch or spec.max_batch), dt, spec.serving)
+            base = Replica(model, hw, tp, max(dg.decode.max_batch or spec.max_batch), dt, wl.serving_for(hw))
             if not base.kv.fits or base.kv.pages_for(longest) > base.kv.pages:
                 kv_short.append(f"{hw.name} TP{tp} ({max(base.kv.pages, 0) * base.kv.block_size:,} positions)")
                 continue

@@ -1,7 +1,12 @@
 """KV-cache pages of one GPU of a replica (vLLM's PagedAttention accounting):
 
-    KV budget per GPU = capacity * gpu_memory_utilization - weights - activation workspace
+    KV budget per GPU = capacity * share - weights - activation workspace      (share of total: vLLM, TGI)
+                      = capacity * share - weights                               (static: SGLang's
+                        mem_fraction_static holds weights + KV pool; the workspace lies outside it)
+                      = (capacity - weights - workspace) * share                 (free: TensorRT-LLM, LMDeploy)
     pages             = floor(KV budget / (block_size * KV bytes per token per GPU))
+
+with share = the scheduler's gpu_memory_utilization and its kv_share_of (calc.spec.scheduler).
 
 The workspace is the activation peak of one step at the token budget (a prefill
 chunk of max_batched_tokens, calc.cost.memory.activation_peak_bytes). Pages hold every
@@ -39,14 +44,26 @@ class KVBudget:
     kv_bytes_per_token: float  # per GPU (its share of layers and heads)
     block_size: int
     engines: int = 1  # PP engines (micro-batches in flight) the pages are split between
+    share_of: str = "total"  # what ``utilization`` is a share of: total, static or free memory
+
     @property
     def usable_bytes(self) -> float:
+        """The memory weights, workspace and KV share (what the share leaves them)."""
+        if self.share_of == "free":
+            return self.weights_bytes + self.workspace_bytes + self.kv_bytes
+        if self.share_of == "static":
+            return self.capacity_bytes * self.utilization + self.workspace_bytes
         return self.capacity_bytes * self.utilization
 
     @property
     def kv_bytes(self) -> float:
-        """usable - weights - workspace (negative: the model does not fit)."""
-        return self.usable_bytes - self.weights_bytes - self.workspace_bytes
+        """The KV budget by the share's formula (negative: the model does not fit)."""
+        if self.share_of == "free":
+            free = self.capacity_bytes - self.weights_bytes - self.workspace_bytes
+            return free * self.utilization if free > 0 else free
+        if self.share_of == "static":
+            return self.capacity_bytes * self.utilization - self.weights_bytes
+        return self.capacity_bytes * self.utilization - self.weights_bytes - self.workspace_bytes
 
     @property
     def page_bytes(self) -> float:
@@ -83,4 +100,4 @@ def kv_budget(model: ModelSpec, hw: HardwareSpec, dt: Dtypes, par: Parallel, ser
         weights += draft.weight_bytes
         per_token += draft.kv_bytes_per_token()
     return KVBudget(hw.memory_bytes, serving.gpu_memory_utilization, weights, workspace, per_token,
-                    serving.block_size, par.pp)
+                    serving.block_size, par.pp, serving.kv_share_of)

@@ -93,6 +93,19 @@ class Plan:
     spec_effect: SpecEffect | None = None  # with vs without speculative decoding (when declared)
 
     @property
+    def scheduler(self):
+        """The engine scheduler the answer runs (calc.spec.scheduler.Serving, after the workload's
+        overrides; its max_num_seqs the chosen max batch), or None when nothing was simulated."""
+        t = self.chosen or self.closest
+        return None if t is None else t.scheduler
+
+    @property
+    def engine_args(self) -> dict:
+        """That scheduler in the engine's own argument names (for a launch command); {} when none."""
+        t = self.chosen or self.closest
+        return {} if t is None else t.engine_args
+
+    @property
     def best_disagg(self) -> DisaggTrial | None:
         return best_disagg(list(self.disagg))
 
@@ -161,10 +174,17 @@ class _Search:
         self.arrival = spec.arrival
         self.gaps = arrival_gaps(self.T.size, spec.arrival.process, spec.arrival.cv, spec.seed)
         self.dt = dt
-        self.prefix = cached_prefix(spec.prefix_cache, self.T, spec.serving.block_size)
+        self._prefixes: dict[int, object] = {}
+        self.prefix = self.prefix_for(wl.serving_for(wl.hardware[0]).block_size)
         self.sims = 0
         self.done: dict[tuple, list[Trial]] = {}  # (hardware, TP, chunk, speculating, replicas) -> trials
         self.spec = speculative_config(wl, dt)
+
+    def prefix_for(self, block_size: int):
+        """The cached prompt tokens and the shared prefix's pages, at a KV page size."""
+        if block_size not in self._prefixes:
+            self._prefixes[block_size] = cached_prefix(self.wl.spec.prefix_cache, self.T, block_size)
+        return self._prefixes[block_size]
 
     def trial(self, opt: Option, rep: Replica, sat: SteadyState, R: int) -> Trial:
         for t in opt.trials:
@@ -182,15 +202,22 @@ class _Search:
                               same_as=t.replica.max_batch)
                 opt.trials.append(trial)
                 return trial
+        prefix = self.prefix_for(rep.serving.block_size)
         if a.rate_per_s is not None:
             rate = a.rate_per_s / (R * rep.pp)  # a PP replica runs PP engines (micro-batches) in flight
             sim = simulate(rep, self.T, self.G, rate_per_s=rate, gaps=self.gaps, seed=self.wl.spec.seed,
-                           prefix=self.prefix)
-            load, util = at_load(rep, self.T, self.G, rate, self.prefix)
+                           prefix=prefix)
+            load, util = at_load(rep, self.T, self.G, rate, prefix)
+        elif a.kind == "burst":
+            # every request at t = 0, split evenly: each engine gets ceil(n / (R x PP)) of them
+            n = math.ceil(self.T.size / (R * rep.pp))
+            sub = replace(prefix, cached=prefix.cached[:n])
+            sim = simulate(rep, self.T[:n], self.G[:n], burst=True, seed=self.wl.spec.seed, prefix=sub)
+            load, util = steady_state(rep, self.T[:n], self.G[:n], batch_cap=n, prefix=sub), None
         else:
             clients = math.ceil(a.concurrency / (R * rep.pp))
-            sim = simulate(rep, self.T, self.G, concurrency=clients, seed=self.wl.spec.seed, prefix=self.prefix)
-            load, util = steady_state(rep, self.T, self.G, batch_cap=clients, prefix=self.prefix), None
+            sim = simulate(rep, self.T, self.G, concurrency=clients, seed=self.wl.spec.seed, prefix=prefix)
+            load, util = steady_state(rep, self.T, self.G, batch_cap=clients, prefix=prefix), None
         self.sims += 1
         t = Trial(rep, R, opt.price_per_gpu_hour, sim, sat, load, util, self.targets, note=opt.note)
         opt.trials.append(t)
@@ -235,11 +262,15 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
     options: list[Option] = []
     candidates = []
     longest = int((T + G - 1).max())
-    chunks = sorted(set(spec.chunk_tokens or [spec.serving.max_batched_tokens]))
     splits = [(tp, pp, ep) for tp in sorted(set(spec.tp)) for pp in sorted(set(spec.pp)) for ep in sorted(set(spec.ep))
               if ep == 1 or (model.moe is not None and tp % ep == 0)]
     for hw0 in wl.hardware:
         price = wl.price_per_gpu_hour(hw0)
+        serving0 = wl.serving_for(hw0)  # the engine's scheduler on this GPU, with the workload's overrides
+        chunks = sorted(set(spec.chunk_tokens or [serving0.max_batched_tokens]))
+        # max batch is searched (vLLM's max_num_seqs); a cap the workload sets itself is the only one tried
+        batches = [serving0.max_num_seqs] if "max_num_seqs" in wl.user_scheduler_keys(hw0) else spec.max_batch
+        prefix = search.prefix_for(serving0.block_size)
         for tp, pp, ep in splits:
             gpus, nodes, hw = tp * pp, -(-tp * pp // spec.cluster.gpus_per_node), hw0
             if nodes > 1:
@@ -255,11 +286,11 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
                 options.append(opt)
                 continue
             for chunk, sp in ((c, v) for c in chunks for v in ([None, search.spec] if search.spec else [None])):
-                serving = spec.serving if chunk == spec.serving.max_batched_tokens else \
-                    spec.serving.model_copy(update={"max_batched_tokens": chunk})
+                serving = serving0 if chunk == serving0.max_batched_tokens else \
+                    serving0.model_copy(update={"max_batched_tokens": chunk})
                 note = (f", chunk {chunk:,}" if len(chunks) > 1 else "") + (", speculative" if sp else "")
                 opt = Option(hw, tp, None, price, pp, ep, nodes, note=note)
-                base = Replica(model, hw, tp, max(spec.max_batch), dt, serving, spec=sp, pp=pp, ep=ep, nodes=nodes)
+                base = Replica(model, hw, tp, max(batches), dt, serving, spec=sp, pp=pp, ep=ep, nodes=nodes)
                 kv = base.kv
                 if not kv.fits:
                     # no whole KV page: either weights + workspace exceed the usable memory, or what
@@ -281,16 +312,16 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
                     opt.kind = "kv"
                     options.append(opt)
                     continue
-                floor = floor_reason(floors(base, T, G, search.prefix), search.targets)
+                floor = floor_reason(floors(base, T, G, prefix), search.targets)
                 if floor:
                     opt.kind, opt.reason = floor
                     options.append(opt)
                     continue
                 r_max = spec.max_gpus // gpus
-                for mb in sorted(set(spec.max_batch)):
+                for mb in sorted(set(batches)):
                     rep = base.with_max_batch(mb)
                     o = Option(hw, tp, mb, price, pp, ep, nodes, note=note)
-                    sat = steady_state(rep, T, G, prefix=search.prefix)
+                    sat = steady_state(rep, T, G, prefix=prefix)
                     if spec.arrival.rate_per_s is not None:
                         lo = max(1, math.ceil(spec.arrival.rate_per_s / (sat.requests_per_s * pp) * (1 + 1e-9)))
                     else:
@@ -338,7 +369,7 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
     if chosen is not None and search.prefix.cached.any():
         a = spec.arrival
         effect = prefix_effect(
-            chosen.replica, chosen.replicas, T, G, search.prefix, chosen.sim, seed=spec.seed, gaps=search.gaps,
+            chosen.replica, chosen.replicas, T, G, search.prefix_for(chosen.replica.serving.block_size), chosen.sim, seed=spec.seed, gaps=search.gaps,
             rate_per_s=None if a.rate_per_s is None else a.rate_per_s / (chosen.replicas * chosen.replica.pp),
             concurrency=None if a.concurrency is None else math.ceil(a.concurrency / (chosen.replicas
                                                                                       * chosen.replica.pp)))

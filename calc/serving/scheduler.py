@@ -48,8 +48,13 @@ class Scheduler:
         self.cached = np.zeros(n, np.int64) if prefix is None else prefix.cached.astype(np.int64)
         self.shared_pages = 0 if prefix is None else prefix.shared_pages
         self.free = self.total_pages - self.shared_pages
-        self.wm = int(math.ceil(rep.serving.watermark * self.total_pages))
-        self.budget = max(rep.serving.max_batched_tokens, rep.max_batch)
+        sv = rep.serving
+        self.wm = int(math.ceil(sv.watermark * self.total_pages))
+        self.budget = max(sv.max_batched_tokens, rep.max_batch)
+        # the engine's scheduler (calc.spec.scheduler): prefill policy, chunking, preemption, graph cap
+        self.policy, self.chunked, self.reserve = sv.prefill, sv.chunked_prefill, sv.preemption == "none"
+        self.graph_cap = math.inf if sv.graph_max_batch is None else sv.graph_max_batch
+        self.eager_s = rep.eager_step_s
         self.mb = mb = rep.max_batch
         self.dec_tokens = 1  # token-budget slots a decoding request takes per step
         # running batch: id, cached tokens, tokens left to generate, pages, prefill done, prefill target
@@ -146,13 +151,32 @@ class Scheduler:
         """Tokens to prefill: the prompt, plus the generated tokens after a preemption."""
         return int(self.T[i] + self.gen[i])
 
+    def _admit_pages(self, i: int) -> int:
+        """Pages request i takes when admitted: its prompt's, or (preemption "none": the engine
+        reserves to completion) its final context's, T + G - 1 positions."""
+        held = self._target(i) + (int(self.G[i] - self.gen[i]) - 1 if self.reserve else 0)
+        return -(-held // self.bs) - self.shared_pages
+
+    def _extra_s(self, tokens) -> float:
+        """What a step of ``tokens`` pays beyond the step model: eager kernel launches past the
+        engine's CUDA-graph cap (the step's kernels x the preset's eager launch cost)."""
+        return self.eager_s if tokens > self.graph_cap else 0.0
+
     # ----- one step with prefill, admission or preemption
 
     def step(self) -> None:
-        bs, N = self.bs, self.N
+        """One step. Mixed policy: every decode plus prefill chunks within the token budget;
+        prefill_first: a step with prefill work (a running prefill, or a request that can be
+        admitted) carries no decodes; one_at_a_time: such a step carries one prompt's chunk.
+        Without chunked prefill a prompt is admitted whole, or alone in pieces when the first."""
+        N = self.N
         r_kv, r_done, r_target = self.r_kv, self.r_done, self.r_target
+        only_prefill = self.policy != "mixed" and (self.n_prefill > 0 or self.can_admit())
+        one = self.policy == "one_at_a_time"
         all_dec = self.n_prefill == 0
         dec = None if all_dec else r_done[:N] >= r_target[:N]
+        if only_prefill:
+            dec = np.zeros(N, bool)
         need = self._page_need(r_kv[:N], dec)
         n_need = int(_sum(need))
         preempted = []
@@ -167,11 +191,15 @@ class Scheduler:
         n_dec = N if dec is None else int(_sum(dec))
         left = self.budget - n_dec * self.dec_tokens
         pos, chunk, past = [], [], []
-        kv_sum = int(_sum(r_kv[:N]))  # decode contexts: the prefilling requests are taken out below
+        # decode contexts: the prefilling requests are taken out below
+        kv_sum = 0 if only_prefill else int(_sum(r_kv[:N]))
         if dec is not None:
-            for p in np.nonzero(~dec)[0].tolist():
+            for p in np.nonzero(r_done[:N] < r_target[:N])[0].tolist():
+                if one and chunk:
+                    break
                 done = int(r_done[p])
-                kv_sum -= int(r_kv[p])
+                if not only_prefill:
+                    kv_sum -= int(r_kv[p])
                 c = min(int(r_target[p]) - done, left)
                 if c > 0:
                     pos.append(p)
@@ -179,16 +207,20 @@ class Scheduler:
                     past.append(done)
                     left -= c
         M = N
-        while self.waiting and M < self.mb and left > 0:
+        while self.waiting and M < self.mb and left > 0 and not (one and chunk):
             i = self.waiting[0]
             tgt = self._target(i)
-            p = -(-tgt // bs) - self.shared_pages
+            p = self._admit_pages(i)
             if self.free - p < self.wm:
                 break
+            hit = int(self.cached[i])
+            c = tgt - hit
+            if c > left:
+                if not self.chunked and chunk:
+                    break  # whole prompts only: it waits for a step with room
+                c = left
             self.waiting.popleft()
             self.free -= p
-            hit = int(self.cached[i])
-            c = min(tgt - hit, left)
             self.r_id[M], r_kv[M], self.r_rem[M] = i, hit, self.G[i] - self.gen[i]
             self.r_pages[M], r_done[M], r_target[M] = p, hit, tgt
             pos.append(M)
@@ -219,7 +251,10 @@ class Scheduler:
         self.finish_done()
 
     def _page_need(self, kv, dec):
-        """Per running request: pages its decode token(s) this step take (a bool mask when 0 or 1)."""
+        """Per running request: pages its decode token(s) this step take (a bool mask when 0 or 1);
+        none when the engine reserved every page at admission."""
+        if self.reserve:
+            return np.zeros(kv.size, bool)
         need = kv % self.bs == 0
         if dec is not None:
             need &= dec
@@ -234,7 +269,7 @@ class Scheduler:
         phase = "prefill" if chunk else "decode"
         dt = float(self._times(x, phase))
         self._tally(dt, x, phase)
-        return dt
+        return dt + self._extra_s(n_dec + sum(chunk))
 
     def _advance(self, N: int, n_dec: int, dec, need, n_need: int) -> None:
         """The decoding requests' tokens (a bool mask adds 1 where it is set) and new pages."""
@@ -281,7 +316,7 @@ class Scheduler:
     def can_admit(self) -> bool:
         if not self.waiting or self.N >= self.mb:
             return False
-        return self.free - (-(-self._target(self.waiting[0]) // self.bs) - self.shared_pages) >= self.wm
+        return self.free - self._admit_pages(self.waiting[0]) >= self.wm
 
     def decode_run(self) -> bool:
         """Advance k >= 1 pure decode steps if nothing else can happen before; False otherwise."""
@@ -292,7 +327,7 @@ class Scheduler:
         kv = self.r_kv[:N]
         k_fin = int(_min(self.r_rem[:N]))
         k = min(k_fin, MAX_RUN)
-        if N * (k // bs + 1) > self.free:
+        if not self.reserve and N * (k // bs + 1) > self.free:
             # sequence i takes its next page at step j1 = (bs - kv % bs) % bs + 1, then every bs steps
             j1 = (bs - kv % bs) % bs + 1
             j = np.arange(1, k + 1)
@@ -314,7 +349,7 @@ class Scheduler:
             # stop at the step during which the next request arrives (it can then be admitted);
             # steps only get longer as contexts grow, so the first step's time bounds the count
             t_arr = self.arrive[self.incoming[0]] - self.clock
-            t0 = float(_sum(np.maximum(y0[:n], y0[n:2 * n])) + y0[2 * n])
+            t0 = float(_sum(np.maximum(y0[:n], y0[n:2 * n])) + y0[2 * n]) + self._extra_s(N)
             k = min(k, max(int(t_arr / t0) + 1, 1))
         jj = np.arange(k, dtype=float)
         if self.global_only:
@@ -334,7 +369,8 @@ class Scheduler:
                     x[pairs_row(wi)] = np.minimum(kv[:, None] + jj[None, :] + 1, w).sum(axis=0)
                 x[read_row(wi)] = x[pairs_row(wi)]
             times = self._times(x, "decode")
-        cum = times.cumsum()
+        extra = self._extra_s(N)
+        cum = (times + extra if extra else times).cumsum()
         if arrival:
             k_hit = min(k, int(np.searchsorted(cum, t_arr, side="left")) + 1)
             if k_hit < k:
@@ -351,10 +387,11 @@ class Scheduler:
         kv += k
         rem = self.r_rem[:N]
         rem -= k
-        pages = self.r_pages[:N]
-        new_pages = -(-kv // bs) - self.shared_pages
-        self.free -= int(_sum(new_pages - pages))
-        pages[:] = new_pages
+        if not self.reserve:
+            pages = self.r_pages[:N]
+            new_pages = -(-kv // bs) - self.shared_pages
+            self.free -= int(_sum(new_pages - pages))
+            pages[:] = new_pages
         self.out_tokens += N * k
         if k == k_fin:
             self.finish_done()

@@ -51,23 +51,25 @@ def arrival_gaps(n: int, process: str = "poisson", cv: float = 1.0, seed: int = 
 
 def simulate(rep: Replica, T, G, *, rate_per_s: float | None = None, concurrency: int | None = None,
              process: str = "poisson", cv: float = 1.0, seed: int = 0, gaps: np.ndarray | None = None,
-             prefix: CachedPrefix | None = None) -> SimResult:
+             prefix: CachedPrefix | None = None, burst: bool = False) -> SimResult:
     """Simulate ``len(T)`` requests on one replica: an open loop at ``rate_per_s`` (Poisson or
     gamma gaps from ``seed``, or the given unit-rate ``gaps``), or a closed loop of
-    ``concurrency`` clients. Deterministic for a seed. A request whose prompt needs more
+    ``concurrency`` clients, or (``burst``) every request arriving at t = 0. Deterministic for a seed. A request whose prompt needs more
     pages than the replica has is an error (check with ``rep.kv.pages`` first). ``prefix``: the
     prompt tokens found cached per request and the pages the shared prefix pins (calc.serving.prefix)."""
     t0 = time.perf_counter()
     T = np.asarray(T, np.int64)
     G = np.asarray(G, np.int64)
-    if (rate_per_s is None) == (concurrency is None):
-        raise ValueError("give exactly one of rate_per_s and concurrency")
+    if (rate_per_s is not None) + (concurrency is not None) + bool(burst) != 1:
+        raise ValueError("give exactly one of rate_per_s, concurrency and burst")
     if rep.kv.pages <= 0:
         raise ValueError(f"{rep.label}: no KV pages (the model does not fit)")
     arrive = None
     if rate_per_s is not None:
         g = arrival_gaps(T.size, process, cv, seed) if gaps is None else np.asarray(gaps, float)
         arrive = np.cumsum(g) / rate_per_s
+    elif burst:
+        arrive = np.zeros(T.size)
     sim = (Scheduler if rep.spec is None else SpecScheduler)(rep, T, G, arrive, concurrency, prefix)
     sim.run()
     n = T.size

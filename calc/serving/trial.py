@@ -10,6 +10,7 @@ from functools import cached_property
 from calc.core import text as render
 from calc.serving.capacity import Replica, SteadyState
 from calc.serving.simulate import SimResult
+from calc.spec.scheduler import engine_args_of
 from calc.spec.workload import Target
 
 RUNNERS_UP = 4
@@ -32,6 +33,17 @@ class Trial:
     targets: dict
     same_as: int | None = None  # the max batch whose simulation this reuses (its cap never bound)
     note: str = ""  # e.g. ", chunk 4,096" when the chunked-prefill size is searched
+
+    @property
+    def scheduler(self):
+        """The engine's scheduler this trial ran (calc.spec.scheduler.Serving), max_num_seqs its max batch."""
+        return self.replica.serving.model_copy(update={"max_num_seqs": self.replica.max_batch})
+
+    @property
+    def engine_args(self) -> dict:
+        """The scheduler in the engine's own argument names (--max-num-seqs ... for vLLM)."""
+        preset = self.replica.hw.preset
+        return {} if preset is None else engine_args_of(preset, self.scheduler)
 
     @property
     def gpus(self) -> int:

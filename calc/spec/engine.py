@@ -14,10 +14,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from calc.core.errors import SpecError, suggest
 from calc.spec.base import SpecModel
+from calc.spec.scheduler import EngineArg, MemoryRule, Serving
 from calc.spec.yamlio import build, read_yaml
 
 ENGINES_FILE = Path(str(resources.files("calc").joinpath("data", "engines.yaml")))
@@ -58,6 +59,27 @@ class EngineSpec(SpecModel):
     # Whether the profile's measured kernel curves (vendor GEMM libraries, FlashAttention) time
     # this engine's kernels; false for engines with their own matmul kernels (llama.cpp).
     kernel_curves: bool = True
+    # The engine's scheduler (calc.spec.scheduler): its values, rules by GPU memory, and the
+    # engine's own argument names for them (``name: field`` or ``name: {field, values, scale}``).
+    scheduler: Serving = Serving()
+    by_memory: list[MemoryRule] = Field(default_factory=list)
+    engine_args: dict[str, EngineArg] = Field(default_factory=dict)
+
+    @field_validator("engine_args", mode="before")
+    @classmethod
+    def _args(cls, v):
+        return {k: {"field": a} if isinstance(a, str) else a for k, a in (v or {}).items()}
+
+    @model_validator(mode="after")
+    def _scheduler_fields(self):
+        fields = set(Serving.model_fields)
+        bad = [f"engine_args.{k}: {a.field}" for k, a in self.engine_args.items() if a.field not in fields]
+        bad += [f"by_memory: {k}" for r in self.by_memory for k in r.set if k not in fields]
+        if bad:
+            raise ValueError(f"not scheduler fields: {', '.join(bad)} (fields: {', '.join(sorted(fields))})")
+        for r in self.by_memory:
+            Serving.model_validate(r.set)
+        return self
 
     @field_validator("kernels")
     @classmethod
@@ -73,6 +95,11 @@ def engines(path: Path = ENGINES_FILE) -> dict[str, EngineSpec]:
     """All presets, by name."""
     data = read_yaml(path)
     return {name: build(EngineSpec, {"name": name, **body}, f"{path}: {name}") for name, body in data.items()}
+
+
+def engine_arg_names() -> dict[str, set[str]]:
+    """Each preset's own argument names (to say whose an unknown key is)."""
+    return {name: set(e.engine_args) for name, e in engines().items()}
 
 
 def load_engine(name: str) -> EngineSpec:

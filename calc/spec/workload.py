@@ -39,9 +39,11 @@ from calc.core.errors import SpecError
 from calc.core.files import exists
 from calc.core.units import canonical_dtype
 from calc.spec.catalog import build, load_hardware, load_model, read_yaml
+from calc.spec.engine import engine_arg_names
 from calc.spec.hardware import HardwareSpec
 from calc.spec.lengths import Length, _Spec, read_trace
 from calc.spec.model import ModelSpec
+from calc.spec.scheduler import Serving, map_engine_args, resolve_serving
 
 __all__ = ["SLO", "Arrival", "Disaggregation", "DtypeChoice", "Length", "LoadedWorkload", "Pool", "PrefixCache",
            "Cluster", "Serving", "Speculative", "Target", "Workload", "load_workload", "read_trace", "resolve", "sample_lengths"]
@@ -49,9 +51,11 @@ __all__ = ["SLO", "Arrival", "Disaggregation", "DtypeChoice", "Length", "LoadedW
 
 class Arrival(_Spec):
     """Open loop at ``rate_per_s`` (Poisson, or gamma gaps with coefficient of variation
-    ``cv``), or a closed loop of ``concurrency`` clients that each send the next request
-    as soon as the previous one finishes."""
+    ``cv``), a closed loop of ``concurrency`` clients that each send the next request
+    as soon as the previous one finishes, or ``kind: burst``: every request at t = 0 (what a
+    benchmark at an infinite request rate sends)."""
 
+    kind: Literal["rate", "concurrency", "burst"] | None = None  # None: from the key that is given
     rate_per_s: float | None = Field(default=None, gt=0, le=1e9)
     concurrency: int | None = Field(default=None, ge=1, le=lim.MAX_BATCH)
     process: Literal["poisson", "gamma"] = "poisson"
@@ -59,8 +63,14 @@ class Arrival(_Spec):
 
     @model_validator(mode="after")
     def _one(self):
+        if self.kind == "burst":
+            if self.rate_per_s is not None or self.concurrency is not None:
+                raise ValueError("a burst sends every request at t = 0: give no rate_per_s or concurrency")
+            return self
         if (self.rate_per_s is None) == (self.concurrency is None):
-            raise ValueError("give exactly one of rate_per_s and concurrency")
+            raise ValueError("give exactly one of rate_per_s and concurrency (or kind: burst)")
+        if self.kind is not None and (self.kind == "rate") != (self.rate_per_s is not None):
+            raise ValueError(f"kind: {self.kind} does not match the key given")
         if self.process == "poisson" and self.cv != 1.0:
             raise ValueError("cv applies to process: gamma (Poisson gaps have cv 1)")
         return self
@@ -122,18 +132,6 @@ class DtypeChoice(_Spec):
     def _known(cls, v: str | None) -> str | None:
         """A dtype the calculator knows, checked here so the error names this file and field."""
         return None if v is None else canonical_dtype(v)
-
-
-class Serving(_Spec):
-    """The engine's knobs (vLLM's names in brackets): usable share of device memory
-    [gpu_memory_utilization], KV page size in tokens [block_size], tokens per iteration
-    for chunked prefill [max_num_batched_tokens], and the share of KV pages kept free
-    when admitting a request [watermark]."""
-
-    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
-    block_size: int = Field(default=16, ge=1, le=1 << 20)
-    max_batched_tokens: int = Field(default=2048, ge=16, le=lim.MAX_TOKENS)
-    watermark: float = Field(default=0.01, ge=0, lt=1)
 
 
 class PrefixCache(_Spec):
@@ -229,6 +227,9 @@ class Workload(_Spec):
     prices: dict[str, Annotated[float, Field(gt=0, le=lim.MAX_PRICE_USD_H)]] = Field(default_factory=dict)
     engine: str | None = None  # serving-engine preset (calc/data/engines.yaml); default: the profiles' own
     serving: Serving = Serving()
+    # the engine's own arguments (vLLM: max_num_batched_tokens, gpu_memory_utilization, ...; SGLang:
+    # chunked_prefill_size, mem_fraction_static, ...), checked against the engine's preset
+    engine_args: dict[str, object] | None = None
     requests: int = Field(default=2000, ge=10)
     seed: int = Field(default=0, ge=0, le=lim.MAX_SEED)
     prefix_cache: PrefixCache | None = None
@@ -275,6 +276,20 @@ class LoadedWorkload:
     output_len: np.ndarray  # [n] tokens
     trace_rows: int | None = None  # rows in the trace, when lengths come from one
     draft: ModelSpec | None = None  # speculative.draft resolved
+
+    def user_scheduler_keys(self, hw: HardwareSpec) -> set[str]:
+        """The scheduler fields the workload itself sets (``serving:`` keys, ``engine_args``) on ``hw``."""
+        keys = set(self.spec.serving.model_fields_set)
+        if self.spec.engine_args and hw.preset is not None:
+            keys |= set(map_engine_args(hw.preset.name, hw.preset.engine_args, self.spec.engine_args,
+                                        self.path or "workload"))
+        return keys
+
+    def serving_for(self, hw: HardwareSpec) -> Serving:
+        """The scheduler replicas on ``hw`` run: its engine preset's, the workload's ``serving:``
+        keys and ``engine_args`` over it (calc.spec.scheduler.resolve_serving)."""
+        return resolve_serving(hw.preset, hw.name, hw.memory_gb, self.spec.serving, self.spec.engine_args,
+                               self.path or "workload", others=engine_arg_names())
 
     @property
     def n(self) -> int:
@@ -356,6 +371,9 @@ def resolve(spec: Workload, path: Path | None = None) -> LoadedWorkload:
         raise SpecError(where, "requests", lim.too_many(
             f"simulated requests ({spec.requests:,} x {configs:,} candidate configurations)",
             spec.requests * configs, lim.max_simulated(), lim.SIMULATED_ENV))
+    loaded_probe = LoadedWorkload(spec, path, model, tuple(hardware), np.zeros(0), np.zeros(0))
+    for h in hardware:  # the engine arguments, checked against each GPU's engine now (errors name this file)
+        loaded_probe.serving_for(h)
     T, G, rows = sample_lengths(spec, base, where)
     held = T + G - 1
     over = held > model.max_context

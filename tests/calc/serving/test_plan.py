@@ -24,6 +24,7 @@ tp: [1]
 max_batch: [512]
 max_gpus: 1
 requests: 100
+serving: {max_batched_tokens: 2048}  # pinned (the default preset's budget on an 80 GB H100 is 8192)
 """
 
 CHAT = """\

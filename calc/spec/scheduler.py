@@ -1,0 +1,161 @@
+"""An engine's scheduler as data: the knobs that decide which tokens run in each step.
+
+``Serving`` holds them in the calculator's own (vLLM-like) names; each engine preset
+(calc/data/engines.yaml) states its values, cited, and maps the engine's own argument names
+onto them (``engine_args``), so a workload or a benchmark run overrides them as one would launch
+the engine (``gpu_memory_utilization`` for vLLM, ``mem_fraction_static`` for SGLang, ...).
+
+    gpu_memory_utilization  KV memory share, of the memory ``kv_share_of`` names:
+                            total   capacity x share - weights - workspace (vLLM, TGI)
+                            static  capacity x share - weights; the workspace lives outside it (SGLang)
+                            free    (capacity - weights - workspace) x share (TensorRT-LLM, LMDeploy)
+    max_batched_tokens      token budget per step
+    max_num_seqs            running sequences (None: bound by the KV pages alone)
+    prefill                 mixed: prefill chunks share steps with every decode; prefill_first: a
+                            step with prefill work carries no decodes; one_at_a_time: prefill_first,
+                            one prompt per step
+    chunked_prefill         a prompt may be split over steps (else it runs whole; one longer than
+                            the budget runs alone, in budget-sized pieces)
+    preemption              recompute: the newest running request is evicted when pages run out and
+                            recomputes later; none: a request is admitted only when pages for its
+                            whole final context are free (reserved), so nothing is evicted
+    graph_max_batch         largest step (tokens) replayed from a CUDA graph (None: no cap; 0: eager)
+    eager_launch_us         per kernel launched, what a step beyond the cap pays over a graph replay
+
+Resolution (``resolve_serving``): these defaults < the preset's ``scheduler`` < its ``by_memory``
+rules for the GPU < the workload's ``serving:`` keys that are set < ``engine_args``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+
+from calc.core import limits as lim
+from calc.core.errors import SpecError, suggest
+from calc.spec.base import SpecModel
+
+
+class Serving(SpecModel):
+    """The scheduler's knobs (see the module docstring); the defaults are vLLM V0's main ones."""
+
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    kv_share_of: Literal["total", "static", "free"] = "total"
+    block_size: int = Field(default=16, ge=1, le=1 << 20)
+    max_batched_tokens: int = Field(default=2048, ge=16, le=lim.MAX_TOKENS)
+    max_num_seqs: int | None = Field(default=None, ge=1, le=lim.MAX_BATCH)
+    watermark: float = Field(default=0.01, ge=0, lt=1)
+    prefill: Literal["mixed", "prefill_first", "one_at_a_time"] = "mixed"
+    chunked_prefill: bool = True
+    preemption: Literal["recompute", "none"] = "recompute"
+    graph_max_batch: int | None = Field(default=None, ge=0, le=lim.MAX_TOKENS)
+    eager_launch_us: float = Field(default=0.0, ge=0, le=lim.MAX_OVERHEAD_US)
+
+    def eager(self, tokens) -> bool:
+        """Whether a step of ``tokens`` runs past the CUDA-graph cap (eager launches)."""
+        return self.graph_max_batch is not None and tokens > self.graph_max_batch
+
+
+class EngineArg(SpecModel):
+    """One of an engine's own arguments: the scheduler field it sets, and how its value maps
+    (``values``: the engine's value -> the field's; ``scale``: the field is value x scale)."""
+
+    field: str
+    values: dict[str | bool, Any] | None = None
+    scale: float = Field(default=1.0, gt=0)
+
+
+class MemoryRule(SpecModel):
+    """Scheduler values an engine picks by the GPU's memory (GB) and name."""
+
+    min_memory_gb: float = Field(default=0.0, ge=0)
+    max_memory_gb: float = Field(default=lim.MAX_MEMORY_GB, gt=0)
+    names: list[str] = Field(default_factory=list)  # only GPU names containing one of these (empty: any)
+    exclude: list[str] = Field(default_factory=list)  # GPU names containing one of these are left out
+    set: dict[str, Any]
+
+    def applies(self, hw_name: str, memory_gb: float) -> bool:
+        name = hw_name.lower()
+        return (self.min_memory_gb <= memory_gb < self.max_memory_gb
+                and (not self.names or any(s in name for s in self.names))
+                and not any(s in name for s in self.exclude))
+
+
+def _field_problem(field: str, value: Any) -> str | None:
+    """Why ``value`` is not a valid ``field`` of Serving (None when it is)."""
+    try:
+        Serving.model_validate({field: value})
+    except ValidationError as exc:
+        return exc.errors()[0].get("msg", "invalid").removeprefix("Value error, ")
+    return None
+
+
+def map_engine_args(engine: str, args_spec: dict[str, EngineArg], args: dict, where: object,
+                    prefix: str = "engine_args", others: dict[str, dict] | None = None) -> dict[str, Any]:
+    """The Serving fields that ``args`` (the engine's own names) set; every problem a SpecError
+    naming ``where`` and ``prefix.key``: an unknown key (with the valid ones, and the engine it
+    belongs to when it is another's), a value the engine does not take, a value out of range."""
+    out: dict[str, Any] = {}
+    valid = ", ".join(sorted(args_spec)) or "none"
+    for key, value in args.items():
+        name = f"{prefix}.{key}"
+        spec = args_spec.get(key)
+        if spec is None:
+            owners = sorted(e for e, keys in (others or {}).items() if key in keys and e != engine)
+            whose = f" ({key} is an argument of {', '.join(owners)}, not {engine})" if owners else ""
+            raise SpecError(where, name, f"unknown {engine} argument{whose}; valid keys: {valid}"
+                                         f"{suggest(str(key), args_spec)}")
+        v = value
+        if spec.values is not None:
+            table = {str(k).lower(): w for k, w in spec.values.items()}
+            if str(value).lower() not in table:
+                raise SpecError(where, name, f"{value!r} is not one of {', '.join(map(str, spec.values))}")
+            v = table[str(value).lower()]
+        elif spec.scale != 1.0:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise SpecError(where, name, f"expected a number, got {value!r}")
+            v = value * spec.scale
+        problem = _field_problem(spec.field, v)
+        if problem is not None:
+            raise SpecError(where, name, f"{value!r}: {problem}")
+        out[spec.field] = v
+    return out
+
+
+def resolve_serving(preset, hw_name: str = "", memory_gb: float = 0.0, block: Serving | None = None,
+                    engine_args: dict | None = None, where: object = "engine_args",
+                    prefix: str = "engine_args", others: dict[str, dict] | None = None) -> Serving:
+    """The scheduler a replica runs (see the module docstring for the order). ``preset``: an
+    EngineSpec or None (the class defaults); ``block``: a workload's ``serving:`` (its set keys count)."""
+    values: dict[str, Any] = {}
+    if preset is not None:
+        sched = preset.scheduler
+        values.update(sched.model_dump(include=sched.model_fields_set))
+        for rule in preset.by_memory:
+            if rule.applies(hw_name, memory_gb):
+                values.update(rule.set)
+    if block is not None:
+        values.update(block.model_dump(include=block.model_fields_set))
+    if engine_args:
+        if preset is None:
+            raise SpecError(where, prefix, "engine arguments need an engine: name one (engine: vllm, ...)")
+        values.update(map_engine_args(preset.name, preset.engine_args, engine_args, where, prefix, others))
+    try:
+        return Serving.model_validate(values)
+    except ValidationError as exc:
+        raise SpecError.from_validation(where, exc) from None
+
+
+def engine_args_of(preset, serving: Serving, max_num_seqs: int | None = None) -> dict[str, Any]:
+    """The resolved scheduler in the engine's own argument names (for a launch command): every
+    argument whose field maps one to one (no value table), at ``serving``'s value (scaled back)."""
+    out = {}
+    for key, spec in preset.engine_args.items():
+        if spec.values is not None:
+            continue
+        v = max_num_seqs if spec.field == "max_num_seqs" and max_num_seqs is not None else getattr(serving, spec.field)
+        if v is None:
+            continue
+        out[key] = v / spec.scale if spec.scale != 1.0 else v
+    return out
