@@ -13,9 +13,14 @@ A scenario (calc.accuracy.scenario) is predicted by its load:
   TTFT, TPOT, ITL and e2e from the simulator (calc.serving.simulate) running the same
   closed loop over the run's requests and lengths;
 - an arrival rate: the simulator's open loop at that rate (Poisson, or gamma gaps of
-  shape = the run's burstiness, i.e. cv = 1 / sqrt(burstiness)), up to max_num_seqs
-  running; every request sent at once ("burst"): all arrive at t = 0. Throughput is the
-  simulated requests' tokens over the simulated duration, as the tools divide by theirs.
+  shape = the run's burstiness, i.e. cv = 1 / sqrt(burstiness)); every request sent at once
+  ("burst", e.g. vLLM's request_rate inf): all arrive at t = 0. Throughput is the simulated
+  requests' tokens over the simulated duration, as the tools divide by theirs. Every request
+  the run sent is simulated (up to calc.core.limits.max_requests), so an overloaded run's backlog shows.
+
+Every replica runs the engine preset's scheduler (calc/data/engines.yaml: token budget, running
+cap, KV share, prefill policy, preemption, CUDA-graph cap) on the run's GPU, with the run's own
+engine arguments over it (--engine-arg KEY=VALUE, or engine_args: in the sidecar).
 
 Client-side times (TTFT, e2e) add the preset's request_overhead_us, as the harness does.
 Statistics run over every simulated request, as the tools' do. ITL p50/p99 are not
@@ -38,8 +43,6 @@ from calc.spec.bands import is_rate
 from calc.spec.catalog import load_hardware, load_model
 from calc.spec.engine import EngineSpec, engines, load_engine
 
-SIM_MAX_REQUESTS = 2000  # simulated requests per run (the run's first ones when it had more)
-MAX_BATCHED_TOKENS = 8192  # token budget per step, as calc.accuracy.harness models the engines
 
 
 @dataclass(frozen=True)
@@ -175,20 +178,25 @@ def _llamabench(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
             "tokens_per_s": (T + G) / (t_prefill + t_decode)}
 
 
-def _replica(sc: Scenario, preset: EngineSpec, max_batch: int):
-    """One engine replica as calc.accuracy.harness builds it for its steady state."""
+def _replica(sc: Scenario, preset: EngineSpec, max_batch: int | None, requests: int = 1):
+    """One engine replica under the scenario's scheduler; ``max_batch`` None: the scheduler's
+    running cap, or (KV-bound engines) as many as the KV pages hold, at most ``requests``."""
     from calc.serving.capacity import Replica
-    from calc.spec.workload import Serving
 
     model = load_model(sc.model)
     attention = "fused" if preset.ideal else preset.attention_kernel
-    return Replica(model, _hardware(sc, preset), sc.tp, max_batch, _dtypes(sc, model, preset),
-                   Serving(max_batched_tokens=MAX_BATCHED_TOKENS), attention)
+    rep = Replica(model, _hardware(sc, preset), sc.tp, max_batch or sc.serving.max_num_seqs or 1,
+                  _dtypes(sc, model, preset), sc.serving, attention)
+    if max_batch is None and sc.serving.max_num_seqs is None and rep.kv.fits:
+        rep = rep.with_max_batch(max(min(rep.kv.pages, requests), 1))  # a sequence holds at least one page
+    return rep
 
 
 def _requests(sc: Scenario) -> tuple[np.ndarray, np.ndarray]:
+    from calc.core import limits
+
     run = sc.run
-    n = min(run.num_requests or len(sc.prompt_lens) or 1, SIM_MAX_REQUESTS)
+    n = min(run.num_requests or len(sc.prompt_lens) or 1, limits.max_requests())
     if sc.prompt_lens.size > 1:
         return sc.prompt_lens[:n].astype(np.int64), np.maximum(sc.output_lens[:n], 1).astype(np.int64)
     n = max(n, run.concurrency or 1) if run.load == "concurrency" else n
@@ -202,11 +210,11 @@ def _serving(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
     run = sc.run
     want = set(sc.measured)
     T, G = _requests(sc)
+    cap = None
     if run.load == "concurrency":
         cap = min(run.concurrency, sc.max_num_seqs) if sc.max_num_seqs else run.concurrency
-    else:
-        cap = sc.max_num_seqs
-    rep = _replica(sc, preset, cap)
+    rep = _replica(sc, preset, cap, T.size)
+    cap = rep.max_batch
     if not rep.kv.fits:
         return {}
     out: dict[str, float] = {}
@@ -216,8 +224,10 @@ def _serving(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
             b = run.burstiness
             sim = simulate(rep, T, G, rate_per_s=run.rate_per_s, process="poisson" if b == 1.0 else "gamma",
                            cv=1.0 / math.sqrt(b))
+        elif run.load == "burst":
+            sim = simulate(rep, T, G, burst=True)
         else:
-            sim = simulate(rep, T, G, concurrency=run.concurrency if run.load == "concurrency" else T.size)
+            sim = simulate(rep, T, G, concurrency=run.concurrency)
         serving = 0.0 if preset.ideal else preset.request_overhead_us * 1e-6
         ttft, e2e = sim.ttft_s + serving, sim.e2e_s + serving
         multi = sim.output_len > 1
@@ -233,12 +243,9 @@ def _serving(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
         duration = float(np.max(sim.finish_s) - np.min(sim.arrive_s))
         out["output_tokens_per_s"] = float(np.sum(sim.output_len)) / duration
         out["requests_per_s"] = sim.n / duration
-    if run.load == "concurrency":  # closed loop: the steady state, as `roofline accuracy` predicts it
-        if sc.constant_lengths:
-            tput = predict_row(_row(sc, preset, "output_tokens_per_s", concurrency=cap), preset)
-        else:
-            replicas = max(sc.gpus // (sc.tp * sc.pp), 1)
-            tput = replicas * steady_state(rep, T, np.maximum(G, 2)).output_tokens_per_s
+    if run.load == "concurrency":  # closed loop: the steady state under the run's scheduler
+        replicas = max(sc.gpus // (sc.tp * sc.pp), 1)
+        tput = replicas * steady_state(rep, T, np.maximum(G, 2)).output_tokens_per_s
         out["output_tokens_per_s"] = float(tput)
         out["requests_per_s"] = float(tput) / float(np.mean(G))
     return out

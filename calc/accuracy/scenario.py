@@ -15,16 +15,19 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from calc.accuracy.benchmarks import Run
 from calc.core.errors import SpecError
-from calc.spec.catalog import build, load_model, model_catalog, read_yaml
+from calc.spec.catalog import build, load_hardware, load_model, model_catalog, read_yaml
+from calc.spec.engine import engine_arg_names, engines
+from calc.spec.scheduler import Serving, map_engine_args, resolve_serving
 
 # What each format measures, run by default: vLLM's tools -> the vllm preset, and so on.
 ENGINE_OF_FORMAT = {"vllm-serve": "vllm", "vllm-latency": "vllm", "sglang": "sglang", "llama-bench": "llama.cpp",
                     "guidellm": "default"}
-MAX_NUM_SEQS = 256  # vLLM's default --max-num-seqs: running requests when the load sends more
 # Hugging Face ids that serving tools write as model_id, for catalog models whose source
 # config is a sibling checkpoint (base vs Instruct share the shapes). Mistral-7B v0.3 differs
 # from the catalog's v0.1 only in its vocabulary (32768 vs 32000 rows), as the accuracy table counts it.
@@ -54,7 +57,10 @@ class Conditions(BaseModel):
     batch: int | None = Field(default=None, ge=1)
     prompt_len: float | None = Field(default=None, gt=0)
     output_len: float | None = Field(default=None, gt=0)
-    max_num_seqs: int | None = Field(default=None, ge=1)
+    max_num_seqs: int | None = Field(default=None, ge=1)  # running requests (any engine; also in engine_args)
+    # the engine's own arguments (vLLM: max_num_batched_tokens, gpu_memory_utilization, ...), checked
+    # against the run's engine preset (calc/data/engines.yaml engine_args)
+    engine_args: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -73,7 +79,7 @@ class Scenario:
     kv_dtype: str | None
     compute_dtype: str | None
     batch: int | None
-    max_num_seqs: int
+    max_num_seqs: int  # the scheduler's running cap (0: bound by the KV pages alone)
     prompt_lens: np.ndarray
     output_lens: np.ndarray
     measured: dict[str, float]
@@ -81,6 +87,7 @@ class Scenario:
     notes: tuple[str, ...] = ()
     sidecar: str | None = None
     origin: dict[str, str] = field(default_factory=dict)  # condition -> option | sidecar | file | default
+    serving: Serving = Serving()  # the engine's scheduler, with the run's engine arguments over it
 
     @property
     def constant_lengths(self) -> bool:
@@ -180,12 +187,51 @@ def resolve(run: Run, options: Conditions) -> Scenario:
     if run.format == "vllm-latency" and "e2e_mean_s" in measured:
         measured["output_tokens_per_s"] = batch * float(outputs[0]) / measured["e2e_mean_s"]
         notes.append("output tok/s = batch x output_len / avg_latency (as published tables quote it)")
-    max_seqs = pick("max_num_seqs", None, MAX_NUM_SEQS, f"max_num_seqs {MAX_NUM_SEQS} (vLLM's default)") \
-        if run.load in ("rate", "burst") else (options.max_num_seqs or side.max_num_seqs or 0)
+    serving = _serving(engine, hardware, options, side, side_path or hint)
+    if run.load in ("rate", "burst") and not (options.max_num_seqs or side.max_num_seqs or options.engine_args
+                                              or side.engine_args):
+        cap = serving.max_num_seqs
+        assumed.append(f"{engine}'s scheduler: " + (f"up to {cap} running" if cap else "running bound by KV pages")
+                       + f", {serving.max_batched_tokens:,} tokens per step")
     return Scenario(run=run, model=model, hardware=hardware, engine=engine, tp=tp, pp=pp, gpus=gpus,
-                    weight_dtype=weight, kv_dtype=kv, compute_dtype=compute, batch=batch, max_num_seqs=int(max_seqs),
-                    prompt_lens=prompts, output_lens=outputs, measured=measured, assumed=tuple(assumed),
-                    notes=tuple([*run.notes, *notes]), sidecar=side_path, origin=origin)
+                    weight_dtype=weight, kv_dtype=kv, compute_dtype=compute, batch=batch,
+                    max_num_seqs=int(serving.max_num_seqs or 0), prompt_lens=prompts, output_lens=outputs,
+                    measured=measured, assumed=tuple(assumed), notes=tuple([*run.notes, *notes]), sidecar=side_path,
+                    origin=origin, serving=serving)
+
+
+def _scheduler_preset(engine: str):
+    """The preset whose scheduler a run's engine has: the named one, or for a preset file (a refit
+    that states no scheduler) the preset of the engine it was fitted from."""
+    from calc.accuracy.compare import family, load_preset
+
+    preset = load_preset(engine)
+    if not preset.scheduler.model_fields_set and family(preset) in engines():
+        return engines()[family(preset)].model_copy(update={"name": preset.name})
+    return preset
+
+
+def _serving(engine: str, hardware: str, options: Conditions, side: Conditions, side_where: str) -> Serving:
+    """The run's scheduler: the preset's on the run's GPU, then the sidecar's engine_args and
+    max_num_seqs, then the options' (each problem a one-line error naming where it came from)."""
+    preset = _scheduler_preset(engine)
+    hw = load_hardware(hardware)
+    base = resolve_serving(preset, hw.name, hw.memory_gb)
+    others = engine_arg_names()
+    family_name = preset.name.removesuffix("-fit")
+    upd: dict[str, Any] = {}
+    if side.max_num_seqs is not None:
+        upd["max_num_seqs"] = side.max_num_seqs
+    if side.engine_args:
+        upd |= map_engine_args(family_name, preset.engine_args, side.engine_args, side_where, "engine_args", others)
+    if options.max_num_seqs is not None:
+        upd["max_num_seqs"] = options.max_num_seqs
+    if options.engine_args:
+        upd |= map_engine_args(family_name, preset.engine_args, options.engine_args, "--engine-arg", "", others)
+    try:
+        return Serving.model_validate({**base.model_dump(), **upd})
+    except ValueError as exc:  # pydantic's ValidationError: a combination no single value shows
+        raise SpecError.from_validation(side_where, exc) from None
 
 
 def _lengths(run: Run, side: Conditions, options: Conditions, hint: str):

@@ -30,6 +30,7 @@ def compare_cmd(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder for README.md, compare.csv, compare.json and compare.png (predicted vs measured).")] = None,
     fit: Annotated[bool, typer.Option("--fit", help="Refit each engine preset's overheads on these runs, held out by run, and write the refitted presets.")] = False,
     fit_out: Annotated[Path | None, typer.Option("--fit-out", help="Preset YAML --fit writes (default: OUT/preset.yaml, else ./roofline-fit.yaml).")] = None,
+    engine_arg: Annotated[list[str] | None, typer.Option("--engine-arg", help="An engine argument the server ran with, under the engine's own name, KEY=VALUE (repeatable): gpu_memory_utilization=0.5, max_num_batched_tokens=2048 (vLLM); mem_fraction_static, chunked_prefill_size (SGLang); ... Overrides the sidecar's engine_args.")] = None,
 ) -> None:
     """Measured | predicted | error per metric (TTFT, TPOT, ITL, e2e: mean/p50/p99; tokens/s) for each run.
 
@@ -53,7 +54,7 @@ def compare_cmd(
     if engine is not None:
         load_preset(engine)
     options = Conditions(model=model, hardware=hardware, engine=engine, tp=tp, weight_dtype=weight_dtype,
-                         kv_dtype=kv_dtype, compute_dtype=compute_dtype)
+                         kv_dtype=kv_dtype, compute_dtype=compute_dtype, engine_args=_engine_args(engine_arg))
     runs, failures, presets = compare_files(results, options)
     for _, message in failures:
         typer.echo(f"roofline: error: {message}", err=True)
@@ -73,6 +74,27 @@ def compare_cmd(
         typer.echo(f"wrote {', '.join(str(f) for f in files)}", err=True)
     if failures:
         raise typer.Exit(2)
+
+
+def _engine_args(pairs: list[str] | None) -> dict | None:
+    """--engine-arg KEY=VALUE pairs as a mapping, each value read as YAML (0.5, 2048, true, NAME)."""
+    import yaml
+
+    from calc.core.errors import SpecError
+
+    if not pairs:
+        return None
+    out = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise SpecError("--engine-arg", None, f"{pair!r}: expected KEY=VALUE")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
+        out[key.strip().replace("-", "_")] = value
+    return out
 
 
 def _refit(runs, presets, out, fit_out):

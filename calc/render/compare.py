@@ -91,7 +91,8 @@ def describe(r) -> str:
     elif run.load == "rate":
         load = f"{run.rate_per_s:g} req/s" + (f" (burstiness {run.burstiness:g})" if run.burstiness != 1 else "")
     else:
-        load = f"{run.num_requests} at once, up to {sc.max_num_seqs} running"
+        load = f"{run.num_requests} at once, " + (f"up to {sc.max_num_seqs} running" if sc.max_num_seqs
+                                                    else "running bound by KV pages")
     lengths = (f"{sc.prompt_lens.mean():.0f}/{sc.output_lens.mean():.0f} tokens" if sc.prompt_lens.size == 1 else
                f"{sc.prompt_lens.size} requests, mean {sc.prompt_lens.mean():.0f}/{sc.output_lens.mean():.0f} tokens")
     if run.format == "llama-bench":

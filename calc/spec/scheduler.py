@@ -99,7 +99,7 @@ def map_engine_args(engine: str, args_spec: dict[str, EngineArg], args: dict, wh
     out: dict[str, Any] = {}
     valid = ", ".join(sorted(args_spec)) or "none"
     for key, value in args.items():
-        name = f"{prefix}.{key}"
+        name = f"{prefix}.{key}" if prefix else str(key)
         spec = args_spec.get(key)
         if spec is None:
             owners = sorted(e for e, keys in (others or {}).items() if key in keys and e != engine)
