@@ -1,0 +1,191 @@
+"""The simulator runs each engine's scheduler: prefill policies, whole vs chunked prompts, the
+running cap, reservation vs preemption, the KV share's formula and the CUDA-graph cap's cost.
+Expected times come from the cost model (calc.cost.latency.mixed_step_cost), the arithmetic
+written here."""
+
+import numpy as np
+import pytest
+
+from calc.cost.dtypes import Dtypes
+from calc.cost.latency import mixed_step_cost
+from calc.serving.capacity import Replica
+from calc.serving.kvbudget import kv_budget
+from calc.serving.simulate import simulate
+from calc.spec.catalog import load_hardware, load_model
+from calc.spec.scheduler import Serving
+
+MODEL = load_model("llama-3.1-8b")
+DT = Dtypes.resolve(MODEL)
+
+
+def _rep(serving: Serving, engine: str = "vllm", mb: int = 64) -> Replica:
+    return Replica(MODEL, load_hardware("h100-sxm").with_engine(engine), 1, mb, DT, serving)
+
+
+def _prefill_s(rep: Replica, *prompts: int) -> float:
+    """One step prefilling these whole prompts from nothing cached: the cost model's time."""
+    new = np.asarray(prompts, float)
+    return float(mixed_step_cost(MODEL, rep.hw, new, np.zeros_like(new), DT, rep.eff, "fused",
+                                 rep.par, phase="prefill").time_s)
+
+
+def test_one_prompt_at_a_time_gives_ttft_i_times_the_prefill():
+    """N = 5 equal prompts of 2048 tokens at t = 0, G = 1: one prompt per step, so request i's
+    first token comes after i prefills: TTFT_i = i x t_prefill(2048)."""
+    rep = _rep(Serving(prefill="one_at_a_time", max_batched_tokens=8192))
+    sim = simulate(rep, np.full(5, 2048), np.ones(5, np.int64), burst=True)
+    t1 = _prefill_s(rep, 2048)
+    assert np.sort(sim.ttft_s) == pytest.approx(t1 * np.arange(1, 6), rel=1e-9)
+
+
+def test_chunked_mixed_packs_four_prompts_per_step():
+    """The same burst, mixed and chunked at 8192 tokens: four 2048-token prompts fill the first
+    step (TTFT = t(4 x 2048)); the fifth follows in the second step."""
+    rep = _rep(Serving(prefill="mixed", max_batched_tokens=8192))
+    sim = simulate(rep, np.full(5, 2048), np.ones(5, np.int64), burst=True)
+    t4, t1 = _prefill_s(rep, 2048, 2048, 2048, 2048), _prefill_s(rep, 2048)
+    assert np.sort(sim.ttft_s) == pytest.approx([t4] * 4 + [t4 + t1], rel=1e-9)
+
+
+def test_whole_prompts_wait_for_a_step_with_room():
+    """Three 3000-token prompts, budget 8192. Whole prompts: two fit (6000), the third waits for the
+    next step, alone. Chunked: the third's first 2192 tokens join the first step."""
+    T, G = np.full(3, 3000), np.ones(3, np.int64)
+    whole = _rep(Serving(max_batched_tokens=8192, chunked_prefill=False))
+    sim = simulate(whole, T, G, burst=True)
+    t2, t1 = _prefill_s(whole, 3000, 3000), _prefill_s(whole, 3000)
+    assert np.sort(sim.ttft_s) == pytest.approx([t2, t2, t2 + t1], rel=1e-9)
+    chunked = simulate(_rep(Serving(max_batched_tokens=8192)), T, G, burst=True)
+    assert np.sort(chunked.ttft_s)[:2] == pytest.approx([_prefill_s(whole, 3000, 3000, 2192)] * 2, rel=1e-9)
+
+
+def test_prefill_first_pauses_decodes():
+    """Prefill-first: while a request waits that can be admitted, steps carry no decodes, so a
+    running request's tokens stop; mixed steps keep decoding. A burst of 2 with budget 16
+    tokens and 64-token prompts: under prefill-first the first request decodes nothing until the
+    second's four chunks are done (its first token waits for them)."""
+    T, G = np.array([16, 64]), np.array([8, 2])
+    pf = simulate(_rep(Serving(prefill="prefill_first", max_batched_tokens=16), mb=2), T, G, burst=True)
+    mx = simulate(_rep(Serving(prefill="mixed", max_batched_tokens=16), mb=2), T, G, burst=True)
+    # prefill-first finishes request 1 after request 2's prefill; mixed finishes it sooner
+    assert pf.finish_s[0] > pf.first_token_s[1] and mx.finish_s[0] < pf.finish_s[0]
+
+
+def test_running_cap_and_reservation():
+    """Preemption "none" (TensorRT-LLM's GUARANTEED_NO_EVICT, TGI): a request is admitted only with
+    pages for its whole final context, so nothing is ever preempted and at most
+    floor((pages - watermark) / pages per request) run at once."""
+    probe = _rep(Serving())
+    kv = probe.kv
+    page = 16 * MODEL.kv_bytes_per_token(DT.kv)
+    # a share that leaves about 300 pages: (share x 80e9 - weights - workspace) / page
+    share = (kv.weights_bytes + kv.workspace_bytes + 300.5 * page) / 80e9
+    T, G = np.full(40, 512), np.full(40, 513)  # 1024 positions at the end: 64 pages each
+    res = simulate(_rep(Serving(gpu_memory_utilization=share, preemption="none"), mb=64), T, G, burst=True)
+    pages = 300
+    wm = int(np.ceil(0.01 * pages))
+    assert res.pages == pages
+    assert res.preemptions.sum() == 0
+    assert res.timeline["running"].max() == (pages - wm) // 64 == 4
+    rec = simulate(_rep(Serving(gpu_memory_utilization=share), mb=64), T, G, burst=True)
+    assert rec.preemptions.sum() > 0  # admitted by prompt pages (32), evicted as they grow
+
+
+def test_kv_share_formulas():
+    """Llama-3.1-8B bf16 on an 80 GB H100, budget 2048 tokens: weights 16,060,522,496 B, workspace
+    192,937,984 B (tests/calc/serving/test_plan.py), page 16 x 131072 B. At a share of 0.5:
+    total  floor((0.5 x 80e9 - 16,060,522,496 - 192,937,984) / 2,097,152)
+    static floor((0.5 x 80e9 - 16,060,522,496) / 2,097,152)
+    free   floor((80e9 - 16,060,522,496 - 192,937,984) x 0.5 / 2,097,152)"""
+    w, ws, page = 16_060_522_496, 192_937_984, 16 * 131072
+    hw = load_hardware("h100-sxm")
+    got = {of: kv_budget(MODEL, hw, DT, Replica(MODEL, hw, 1, 1, DT, Serving()).par,
+                         Serving(gpu_memory_utilization=0.5, kv_share_of=of)).pages for of in ("total", "static", "free")}
+    assert got["total"] == (40e9 - w - ws) // page == 11_323
+    assert got["static"] == (40e9 - w) // page == 11_415
+    assert got["free"] == (80e9 - w - ws) * 0.5 // page == 15_198
+    # and a share of 0.9 against 0.45: the pages of the "free" formula halve exactly (to a page)
+    half = kv_budget(MODEL, hw, DT, Replica(MODEL, hw, 1, 1, DT, Serving()).par,
+                     Serving(gpu_memory_utilization=0.45, kv_share_of="free")).pages
+    full = kv_budget(MODEL, hw, DT, Replica(MODEL, hw, 1, 1, DT, Serving()).par,
+                     Serving(gpu_memory_utilization=0.9, kv_share_of="free")).pages
+    assert abs(full - 2 * half) <= 1
+
+
+def test_steps_past_the_graph_cap_pay_eager_launches():
+    """vLLM's Llama kernel set: per layer 2 norms, 1 QKV GEMM, RoPE, 2 attention kernels, o_proj,
+    gate_up, act_mul, down (10), x 32 layers, + embedding, final norm, lm_head, sampler = 324
+    kernels. A burst of 8 prompts of 128 tokens, G = 33: one prefill step of 1024 tokens, then 32
+    decode steps of 8. Cap 4: all 33 steps pay 324 x 10 us; cap 8: only the prefill step does."""
+    base = _rep(Serving())
+    assert base.kernels_per_step == 32 * 10 + 4
+    T, G = np.full(8, 128), np.full(8, 33)
+    t0 = simulate(base, T, G, burst=True).finish_s.max()
+    t4 = simulate(_rep(Serving(graph_max_batch=4, eager_launch_us=10)), T, G, burst=True).finish_s.max()
+    t8 = simulate(_rep(Serving(graph_max_batch=8, eager_launch_us=10)), T, G, burst=True).finish_s.max()
+    assert t4 - t0 == pytest.approx(33 * 324 * 10e-6, rel=1e-9)
+    assert t8 - t0 == pytest.approx(1 * 324 * 10e-6, rel=1e-9)
+
+
+def test_a_burst_arrives_at_zero():
+    sim = simulate(_rep(Serving()), np.full(6, 100), np.full(6, 5), burst=True)
+    assert (sim.arrive_s == 0).all() and sim.offered_per_s is None
+    with pytest.raises(ValueError, match="exactly one"):
+        simulate(_rep(Serving()), np.full(6, 100), np.full(6, 5), burst=True, rate_per_s=1.0)
+
+
+PLAN = """\
+name: t
+model: llama-3.1-8b
+hardware: [h100-sxm]
+prompt_len: {dist: fixed, value: 1536}
+output_len: {dist: fixed, value: 513}
+slo: {tpot_p99_s: 0.2}
+tp: [1]
+max_batch: [64, 128]
+max_gpus: 2
+requests: 60
+engine: vllm
+"""
+
+
+def test_plan_runs_the_engine_args_and_exposes_them(tmp_path):
+    """engine_args {gpu_memory_utilization: 0.5, max_num_batched_tokens: 2048}: the pages follow
+    vLLM's total-memory formula, floor((0.5 x 80e9 - weights - workspace at 2048) / page) = 11,323
+    (test_kv_share_formulas), and the plan states the scheduler in vLLM's names."""
+    from calc.serving.plan import plan
+    from calc.spec.workload import load_workload
+
+    p = tmp_path / "w.yaml"
+    p.write_text(PLAN + "arrival: {rate_per_s: 1}\n"
+                        "engine_args: {gpu_memory_utilization: 0.5, max_num_batched_tokens: 2048}\n")
+    res = plan(load_workload(p))
+    t = res.chosen
+    assert t is not None and t.replica.kv.pages == 11_323
+    assert res.scheduler.gpu_memory_utilization == 0.5 and res.scheduler.max_batched_tokens == 2048
+    args = res.engine_args
+    assert args["gpu_memory_utilization"] == 0.5 and args["max_num_batched_tokens"] == 2048
+    assert args["max_num_seqs"] == t.replica.max_batch
+
+
+def test_a_set_max_num_seqs_is_the_only_cap_tried(tmp_path):
+    from calc.serving.plan import plan
+    from calc.spec.workload import load_workload
+
+    p = tmp_path / "w.yaml"
+    p.write_text(PLAN + "arrival: {rate_per_s: 1}\nengine_args: {max_num_seqs: 96}\n")
+    res = plan(load_workload(p))
+    assert {t.replica.max_batch for t in res.trials} == {96}
+
+
+def test_plan_of_a_burst(tmp_path):
+    """A burst of 60 requests: each replica gets ceil(60 / R) at t = 0."""
+    from calc.serving.plan import plan
+    from calc.spec.workload import load_workload
+
+    p = tmp_path / "w.yaml"
+    p.write_text(PLAN + "arrival: {kind: burst}\n")
+    res = plan(load_workload(p))
+    t = res.chosen
+    assert t is not None
+    assert t.sim.n == -(-60 // t.replicas) and (t.sim.arrive_s == 0).all()

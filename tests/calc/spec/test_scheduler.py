@@ -1,0 +1,125 @@
+"""Engine schedulers as data: the presets' values, their resolution on a GPU, and overrides
+under the engine's own names (each bad one a one-line error naming the file and key)."""
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from calc.core.errors import SpecError
+from calc.spec.catalog import load_hardware
+from calc.spec.engine import engine_arg_names, engines, load_engine
+from calc.spec.scheduler import Serving, engine_args_of, resolve_serving
+from calc.spec.workload import load_workload
+
+BENCH = Path(__file__).resolve().parents[2] / "fixtures" / "bench"
+WORKLOAD = """\
+name: t
+model: llama-3.1-8b
+hardware: [h100-sxm]
+arrival: {rate_per_s: 2}
+prompt_len: {dist: fixed, value: 512}
+output_len: {dist: fixed, value: 64}
+tp: [1]
+max_batch: [64]
+requests: 20
+"""
+
+
+def _resolved(engine: str, gpu: str, **args) -> Serving:
+    hw = load_hardware(gpu)
+    return resolve_serving(load_engine(engine), hw.name, hw.memory_gb, engine_args=args or None,
+                           others=engine_arg_names())
+
+
+def test_every_engine_preset_states_a_scheduler_and_cites_it():
+    for name in ("vllm", "sglang", "trtllm", "lmdeploy", "tgi"):
+        e = engines()[name]
+        assert {"max_batched_tokens", "gpu_memory_utilization", "prefill", "preemption"} <= e.scheduler.model_fields_set
+        assert e.engine_args, name
+        assert any(k.endswith(("_sched", "_cfg", "_launch")) for k in e.sources), name
+
+
+def test_vllm_picks_its_budget_by_gpu_memory():
+    # EngineArgs.get_batch_defaults: >= 70 GiB and not an A100 -> 8192 tokens, 1024 sequences; else 2048, 256
+    h100, a100, l4 = _resolved("vllm", "h100-sxm"), _resolved("vllm", "a100-80gb-sxm"), _resolved("vllm", "l4")
+    assert (h100.max_batched_tokens, h100.max_num_seqs) == (8192, 1024)
+    assert (a100.max_batched_tokens, a100.max_num_seqs) == (2048, 256)
+    assert (l4.max_batched_tokens, l4.max_num_seqs) == (2048, 256)
+
+
+def test_engines_differ_where_their_sources_say():
+    sg, trt, tgi, lmd = (_resolved(e, "h100-sxm") for e in ("sglang", "trtllm", "tgi", "lmdeploy"))
+    assert sg.max_num_seqs is None and sg.prefill == "prefill_first" and sg.kv_share_of == "static"
+    assert trt.preemption == "none" and trt.kv_share_of == "free" and not trt.chunked_prefill
+    assert tgi.graph_max_batch == 32 and tgi.preemption == "none"
+    assert lmd.max_num_seqs == 1024 and lmd.kv_share_of == "free"  # get_max_batch_size: h100 -> 1024
+    assert _resolved("lmdeploy", "l40s").max_num_seqs == 128
+
+
+def test_engine_args_override_under_the_engines_own_names():
+    v = _resolved("vllm", "h100-sxm", gpu_memory_utilization=0.5, max_num_batched_tokens=2048)
+    assert (v.gpu_memory_utilization, v.max_batched_tokens) == (0.5, 2048)
+    s = _resolved("sglang", "h100-sxm", mem_fraction_static=0.7, chunked_prefill_size=4096, enable_mixed_chunk=True)
+    assert (s.gpu_memory_utilization, s.max_batched_tokens, s.prefill) == (0.7, 4096, "mixed")
+    t = _resolved("trtllm", "h100-sxm", capacity_scheduler_policy="MAX_UTILIZATION")
+    assert t.preemption == "recompute"
+    # TGI's KV share is cuda_memory_fraction x TGI_WIGGLE_ROOM 0.9
+    assert _resolved("tgi", "h100-sxm", cuda_memory_fraction=0.5).gpu_memory_utilization == pytest.approx(0.45)
+    # and back to the engine's names, for a launch command
+    assert engine_args_of(load_engine("tgi"), Serving(gpu_memory_utilization=0.45))["cuda_memory_fraction"] \
+        == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("args, words", [
+    ({"max_num_batched_tokens": -8}, ["engine_args.max_num_batched_tokens", "-8", "greater than or equal to 16"]),
+    ({"gpu_memory_utilization": 1.5}, ["engine_args.gpu_memory_utilization", "less than or equal to 1"]),
+    ({"max_num_seq": 8}, ["unknown vllm argument", "valid keys:", "max_num_seqs", "did you mean max_num_seqs"]),
+    ({"mem_fraction_static": 0.8}, ["mem_fraction_static is an argument of sglang, not vllm", "valid keys:"]),
+])
+def test_bad_engine_args_are_one_line_naming_file_and_key(tmp_path, args, words):
+    p = tmp_path / "w.yaml"
+    p.write_text(WORKLOAD + f"engine: vllm\nengine_args: {args}\n")
+    with pytest.raises(SpecError) as exc:
+        load_workload(p)
+    msg = str(exc.value)
+    assert msg.startswith(str(p)) and "\n" not in msg
+    for w in words:
+        assert w in msg, msg
+
+
+def test_bad_engine_args_exit_2_from_plan_and_compare(tmp_path):
+    from calc.cli.app import app
+
+    runner = CliRunner()
+    p = tmp_path / "w.yaml"
+    p.write_text(WORKLOAD + "engine: sglang\nengine_args: {mem_fraction_static: 1.2}\n")
+    r = runner.invoke(app, ["plan", str(p)])
+    assert r.exit_code == 2 and "engine_args.mem_fraction_static" in r.stderr and "Traceback" not in r.output
+    r = runner.invoke(app, ["compare", str(BENCH / "vllm-serve-concurrency16.json"), "--hardware", "h100-sxm",
+                            "--engine-arg", "max_num_batched_tokens=-1"])
+    assert r.exit_code == 2 and "--engine-arg: max_num_batched_tokens" in r.stderr, r.output
+    r = runner.invoke(app, ["compare", str(BENCH / "vllm-serve-concurrency16.json"), "--hardware", "h100-sxm",
+                            "--engine-arg", "chunked_prefill_size=4096"])
+    assert r.exit_code == 2 and "argument of sglang" in r.stderr and "valid keys:" in r.stderr
+
+
+def test_sidecar_engine_args_are_checked_against_the_runs_engine(tmp_path):
+    import shutil
+
+    f = tmp_path / "run.json"
+    shutil.copy(BENCH / "vllm-serve-concurrency16.json", f)
+    (tmp_path / "run.roofline.yaml").write_text("hardware: h100-sxm\nengine_args: {gpu_memory_utilization: 2}\n")
+    from calc.accuracy.compare import compare_files
+    from calc.accuracy.scenario import Conditions
+
+    results, failures, _ = compare_files([f], Conditions())
+    assert not results and "run.roofline.yaml: engine_args.gpu_memory_utilization" in failures[0][1]
+
+
+def test_burst_arrival_kind():
+    from calc.spec.workload import Arrival
+
+    assert Arrival(kind="burst").kind == "burst"
+    with pytest.raises(ValueError, match="no rate_per_s or concurrency"):
+        Arrival(kind="burst", rate_per_s=2)
