@@ -59,8 +59,9 @@ class Scheduler:
         self.dec_tokens = 1  # token-budget slots a decoding request takes per step
         # running batch: id, cached tokens, tokens left to generate, pages, prefill done, prefill target
         self.N = 0
-        self.r_id, self.r_kv, self.r_rem, self.r_pages, self.r_done, self.r_target = (
-            np.zeros(mb, np.int64) for _ in range(6))
+        # the six are rows of one array (views), so finishing requests compacts them in one call
+        self._state = np.zeros((6, mb), np.int64)
+        self.r_id, self.r_kv, self.r_rem, self.r_pages, self.r_done, self.r_target = self._state
         self.n_prefill = 0  # running requests still in prefill
         self.waiting: deque[int] = deque()
         self.incoming: deque[int] = deque()  # not yet arrived, in arrival order
@@ -112,9 +113,6 @@ class Scheduler:
         while inc and arr[inc[0]] <= self.clock:
             self.waiting.append(inc.popleft())
 
-    def _arrays(self):
-        return self.r_id, self.r_kv, self.r_rem, self.r_pages, self.r_done, self.r_target
-
     def finish_done(self):
         N = self.N
         if N == 0 or _min(self.r_rem[:N]) > 0:
@@ -126,8 +124,8 @@ class Scheduler:
         self.completed += ids.size
         keep = ~fin
         M = N - ids.size
-        for a in self._arrays():
-            a[:M] = a[:N][keep]
+        st = self._state
+        st[:, :M] = st[:, :N][:, keep]
         self.N = M
         if self.closed:
             for _ in range(ids.size):

@@ -12,6 +12,32 @@ from calc.spec.workload import Target
 
 
 @dataclass(frozen=True)
+class Phases:
+    """A run in the three parts benchmark tools keep apart (AIPerf's warm-up phase,
+    docs.nvidia.com/aiperf/tutorials/load-patterns-scheduling/warmup-phase-configuration; GuideLLM's
+    warm-up and cool-down shares): warm-up until the first measured request arrives, the steady
+    window over the measured arrivals (the statistics), drain after the last one until the last
+    finish. ``steady``: the queue did not grow over the window (calc.serving.trial.BACKLOG_LIMIT)."""
+
+    warmup_s: float
+    steady_s: float
+    drain_s: float
+    warmup_requests: int
+    steady_requests: int
+    drain_requests: int
+    backlog_growth: float
+
+    @property
+    def steady(self) -> bool:
+        return self.backlog_growth <= 0.02
+
+    def record(self) -> dict:
+        return {"warmup_s": self.warmup_s, "steady_s": self.steady_s, "drain_s": self.drain_s,
+                "warmup_requests": self.warmup_requests, "steady_requests": self.steady_requests,
+                "drain_requests": self.drain_requests, "backlog_growth": self.backlog_growth, "steady": self.steady}
+
+
+@dataclass(frozen=True)
 class SimResult:
     """Per-request times (seconds) and the replica's state over time."""
 
@@ -110,6 +136,19 @@ class SimResult:
         tl = self.timeline
         dt = np.diff(tl["t_s"])
         return float((tl["running"][:-1] * dt).sum() / dt.sum()) if dt.sum() > 0 else 0.0
+
+    @property
+    def phases(self) -> Phases:
+        """Warm-up, steady window and drain (see Phases)."""
+        idx = np.flatnonzero(self.measured)
+        end = float(np.nanmax(self.finish_s)) if self.n else 0.0
+        if idx.size == 0:
+            return Phases(end, 0.0, 0.0, self.n, 0, 0, 0.0)
+        a = self.arrive_s[idx]
+        t0, t1 = float(a.min()), float(a.max())
+        before = int((self.arrive_s < t0).sum())
+        after = int(self.n - before - idx.size)
+        return Phases(t0, t1 - t0, max(end - t1, 0.0), before, int(idx.size), after, self.backlog_growth())
 
     def backlog_growth(self) -> float:
         """Queue growth over the measured arrivals, as a share of them: waiting at the last

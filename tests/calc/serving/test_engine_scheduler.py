@@ -189,3 +189,15 @@ def test_plan_of_a_burst(tmp_path):
     t = res.chosen
     assert t is not None
     assert t.sim.n == -(-60 // t.replicas) and (t.sim.arrive_s == 0).all()
+
+
+def test_phases_split_warmup_steady_and_drain():
+    """100 requests at 1 req/s (Poisson): the statistics leave out the first and last 5 by arrival
+    (calc.serving.simulate.WARMUP), so warm-up ends at the 6th arrival, the steady window runs to
+    the 95th, and the drain from there to the last finish."""
+    sim = simulate(_rep(Serving()), np.full(100, 200), np.full(100, 20), rate_per_s=1.0, seed=3)
+    ph = sim.phases
+    a = np.sort(sim.arrive_s)
+    assert (ph.warmup_requests, ph.steady_requests, ph.drain_requests) == (5, 90, 5)
+    assert ph.warmup_s == pytest.approx(a[5]) and ph.steady_s == pytest.approx(a[94] - a[5])
+    assert ph.drain_s == pytest.approx(sim.finish_s.max() - a[94]) and ph.steady
