@@ -41,8 +41,7 @@ from calc.core.errors import SpecError
 from calc.core.units import DEFAULT_GROUP_SIZE
 from calc.spec.bands import is_rate
 from calc.spec.catalog import load_hardware, load_model
-from calc.spec.engine import EngineSpec, engines, load_engine
-
+from calc.spec.engine import EngineSpec, family, load_preset  # noqa: F401 (load_preset: re-exported)
 
 
 @dataclass(frozen=True)
@@ -75,23 +74,6 @@ class RunResult:
     preset: str
     metrics: tuple[MetricResult, ...]
     notes: tuple[str, ...] = ()
-
-
-def load_preset(ref: str) -> EngineSpec:
-    """A preset by name, or the first preset of a YAML file (as `compare --fit` writes)."""
-    if ref.endswith((".yaml", ".yml")):
-        from pathlib import Path
-
-        presets = engines(Path(ref))
-        if not presets:
-            raise SpecError(ref, None, "no preset in the file")
-        return next(iter(presets.values()))
-    return load_engine(ref)
-
-
-def family(preset: EngineSpec) -> str:
-    """The engine a preset models: its name, less the "-fit" a refit (calc.accuracy.refit) adds."""
-    return preset.name.removesuffix("-fit")
 
 
 def _row(sc: Scenario, preset: EngineSpec, metric: str, batch=None, concurrency=None) -> Row:

@@ -13,16 +13,15 @@ import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-
-import numpy as np
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from calc.accuracy.benchmarks import Run
 from calc.core.errors import SpecError
 from calc.spec.catalog import build, load_hardware, load_model, model_catalog, read_yaml
-from calc.spec.engine import engine_arg_names, engines
+from calc.spec.engine import engine_arg_names, engines, family, load_preset
 from calc.spec.scheduler import Serving, map_engine_args, resolve_serving
 
 # What each format measures, run by default: vLLM's tools -> the vllm preset, and so on.
@@ -203,8 +202,6 @@ def resolve(run: Run, options: Conditions) -> Scenario:
 def _scheduler_preset(engine: str):
     """The preset whose scheduler a run's engine has: the named one, or for a preset file (a refit
     that states no scheduler) the preset of the engine it was fitted from."""
-    from calc.accuracy.compare import family, load_preset
-
     preset = load_preset(engine)
     if not preset.scheduler.model_fields_set and family(preset) in engines():
         return engines()[family(preset)].model_copy(update={"name": preset.name})

@@ -109,3 +109,18 @@ def load_engine(name: str) -> EngineSpec:
         hint = suggest(name, presets, cutoff=0.4)
         raise SpecError("--engine", None, f"unknown engine {name!r} (known: {', '.join(presets)}){hint}")
     return presets[name]
+
+
+def load_preset(ref: str) -> EngineSpec:
+    """A preset by name, or the first preset of a YAML file (as `compare --fit` writes)."""
+    if ref.endswith((".yaml", ".yml")):
+        presets = engines(Path(ref))
+        if not presets:
+            raise SpecError(ref, None, "no preset in the file")
+        return next(iter(presets.values()))
+    return load_engine(ref)
+
+
+def family(preset: EngineSpec) -> str:
+    """The engine a preset models: its name, less the "-fit" a refit (calc.accuracy.refit) adds."""
+    return preset.name.removesuffix("-fit")

@@ -6,7 +6,7 @@ YAML (``roofline plan WORKLOAD.yaml``); every key is checked (``extra="forbid"``
     model: llama-3.1-8b                 # catalog name or path (relative to this file)
     hardware: [l40s, a100-80gb-sxm, h100-sxm]
     dtypes: {weight: bf16, kv: bf16}
-    arrival: {rate_per_s: 20, process: poisson}      # or {concurrency: 64}
+    arrival: {rate_per_s: 20, process: poisson}      # or {concurrency: 64}, or {kind: burst} (all at t = 0)
     prompt_len: {dist: lognormal, median: 800, sigma: 0.9, min: 16, max: 8192}
     output_len: {dist: uniform, low: 50, high: 400}
     # or, instead of the two: trace: traces/chat.csv (columns prompt_len,output_len)
@@ -14,6 +14,8 @@ YAML (``roofline plan WORKLOAD.yaml``); every key is checked (``extra="forbid"``
     max_gpus: 16
     chunk_tokens: [2048, 8192]          # optional: chunked-prefill sizes searched (else serving's)
     prices: {h100-sxm: 2.49}            # USD per GPU-hour, overriding the profiles
+    engine: vllm                        # optional: the engine preset (default: the profiles' own)
+    engine_args: {gpu_memory_utilization: 0.5, max_num_batched_tokens: 2048}   # its own argument names
     requests: 2000                      # simulated per configuration
     seed: 0
     prefix_cache: {shared_tokens: 2000, hit_rate: 0.0}   # optional: see PrefixCache
