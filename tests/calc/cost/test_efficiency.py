@@ -113,7 +113,7 @@ def test_presets_load_state_sources_and_differ(setup):
 def test_unknown_engine():
     with pytest.raises(SpecError, match="did you mean vllm"):
         load_engine("vlm")
-    r = CliRunner().invoke(app, ["estimate", "-m", "llama-3.1-8b", "--hardware", "h100-sxm", "--engine", "tgi"])
+    r = CliRunner().invoke(app, ["estimate", "-m", "llama-3.1-8b", "--hardware", "h100-sxm", "--engine", "deepspeed-mii"])
     assert r.exit_code == 2 and "unknown engine" in r.output
     r = CliRunner().invoke(app, ["engines"])
     assert r.exit_code == 0 and "llama.cpp" in r.output
