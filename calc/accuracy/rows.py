@@ -59,9 +59,10 @@ def _num(v) -> float | None:
 
 
 def _compute_dtype(weight: str, act: str | None) -> str | None:
-    """The matmul dtype: fp8 activations (or fp8 weights with none stated) run fp8 GEMMs.
-    fp4 activations (NVFP4) have no fp4 matmul in the calculator: left to its default
-    (weight-only fp4, dequantised), which the report says."""
+    """The matmul dtype: fp8 activations (or fp8 weights with none stated) run fp8 GEMMs; fp4
+    activations (NVFP4, W4A4 with block scales) run the fp4 GEMM class."""
+    if act == "fp4":
+        return "fp4"
     return "fp8" if act == "fp8" or (weight == "fp8" and act is None) else None
 
 

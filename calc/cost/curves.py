@@ -6,7 +6,12 @@ are of the data-sheet peak and bandwidth (each <= 1), so no time beats the pure 
   matmul     compute = FLOPs / (peak * c * f(M) f(N) f(K)),  f(X) = X / (X + X_half)
              memory  = bytes / (bandwidth * m);  fixed = kernels * fixed_us
              (routed experts, one grouped GEMM over many experts: the M ramp alone, M the
-             tokens per expert; its N and K tiles span the experts)
+             tokens per expert; its N and K tiles span the experts). The curve is the GEMM
+             class's: the compute dtype's (bf16, fp8, fp4 = block-scaled NVFP4/MXFP4 W4A4).
+             Weight-only GEMMs (int8/int4/fp4 weights, 16-bit activations): the compute
+             dtype's curve with the preset's weight-only kernel's compute and memory fractions
+             multiplying c and m, its M half for M_half, its fixed time added per kernel
+             (calc.spec.engine.WeightOnlyKernel)
   attention  prefill (T > 1 queries per sequence):
                compute = FLOPs / (peak16 * c * f(T)), memory = bytes / (bandwidth * m), fixed
              decode (one query per sequence):
@@ -15,8 +20,8 @@ are of the data-sheet peak and bandwidth (each <= 1), so no time beats the pure 
   other      memory = bytes / (bandwidth * m_stream); compute as the profile's; fixed = kernels * fixed_us
 
 The preset's compute and memory scales multiply c and m (engines with their own kernels).
-A compute dtype without a GEMM curve, or weight-only quantised weights (whose kernels were
-not measured), returns None: the caller keeps the efficiency model for that operator.
+A compute dtype without a GEMM curve, or weight-only weights under a preset with no measured
+weight-only kernel for them, returns None: the caller keeps the efficiency model.
 """
 
 from __future__ import annotations
@@ -44,16 +49,21 @@ def curve_terms(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, kerne
     c = eff.curves
     bw = hw.memory_bandwidth_bytes_per_s
     if op.kind == "linear":
-        # measured GEMMs run weights at the compute dtype; weight-only quantised kernels were not measured
-        g = c.gemm_for(dt.compute) if dt.weight in (dt.compute, "fp16", "bf16") else None
+        # the GEMM class: the compute dtype's curve, weights at that dtype (or 16-bit), or a
+        # weight-only kernel the preset measured on top of it
+        wo = eff.weight_only_for(dt)
+        if dt.weight_only and wo is None:
+            return None
+        g = c.gemm_for(dt.compute) if wo is not None or dt.weight in (dt.compute, "fp16", "bf16") else None
         if g is None:
             return None
-        f = saturation(op.rows, g.m_half)
+        rc, rm, extra_us = (wo.compute, wo.memory, wo.fixed_us) if wo is not None else (1.0, 1.0, 0.0)
+        f = saturation(op.rows, g.m_half if wo is None else wo.m_half)
         if op.name != ROUTED_EXPERTS:  # a grouped GEMM's N and K tiles span its experts
             f = f * saturation(op.out_features, g.n_half) * saturation(op.in_features, g.k_half)
-        compute = op.flops / (peak * g.compute * eff.compute_scale * np.maximum(f, 1e-12))
-        memory = op.bytes / (bw * g.memory * eff.memory_scale)
-        return compute, memory, np.float64(kernels * g.fixed_us * MICRO)
+        compute = op.flops / (peak * g.compute * rc * eff.compute_scale * np.maximum(f, 1e-12))
+        memory = op.bytes / (bw * g.memory * rm * eff.memory_scale)
+        return compute, memory, np.float64(kernels * (g.fixed_us + extra_us) * MICRO)
     if op.kind == "attention":
         pre, dec = c.prefill_attention, c.decode_attention
         T = np.asarray(op.rows, dtype=float)

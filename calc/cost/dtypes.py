@@ -44,6 +44,11 @@ class Dtypes:
         return self.compute if self.compute in ("fp32", "bf16", "fp16") else "bf16"
 
     @property
+    def weight_only(self) -> bool:
+        """Weight-only quantised GEMMs: int8/int4/fp4 weights dequantised inside a wider matmul."""
+        return self.weight in GROUP_SCALED and self.compute in ("fp32", "tf32", "bf16", "fp16")
+
+    @property
     def attention_compute(self) -> str:
         """Attention kernels run at 16-bit when the GEMMs are 8-bit (FlashAttention-2 default)."""
         return self.act

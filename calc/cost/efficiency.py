@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from calc.core.errors import SpecError
 from calc.core.units import MB, MICRO
-from calc.spec.engine import EngineSpec
+from calc.spec.engine import EngineSpec, WeightOnlyKernel
 from calc.spec.hardware import HardwareSpec
 from calc.spec.kernel_tables import KernelSet
 from calc.spec.kernels import KernelCurves
@@ -59,6 +59,15 @@ class Efficiency:
                 return n
         return op.kernels
     tables: KernelSet | None = None  # measured kernel tables: they time the operators they cover
+    # the preset's weight-only GEMMs, (weight dtype, kernel) pairs: what dequantising costs
+    weight_only: tuple[tuple[str, WeightOnlyKernel], ...] = ()
+
+    def weight_only_for(self, dt) -> WeightOnlyKernel | None:
+        """The engine's weight-only kernel for a pass's dtypes (None: not weight-only, or no
+        measured kernel for that weight dtype: dequantising is then free)."""
+        if not dt.weight_only:
+            return None
+        return next((k for w, k in self.weight_only if w == dt.weight), None)
 
     @classmethod
     def of(cls, hw: HardwareSpec, ideal: bool = False) -> Efficiency:
@@ -102,6 +111,7 @@ class Efficiency:
             compute=self.compute * preset.compute_scale, memory=self.memory * preset.memory_scale, by_dtype=(),
             compute_scale=preset.compute_scale, memory_scale=preset.memory_scale, curves=curves,
             kernel_counts=tuple(preset.kernels.items()), custom_allreduce=preset.custom_allreduce,
+            weight_only=tuple(preset.weight_only.items()),
         )
 
     def for_dtype(self, compute_dtype: str) -> Efficiency:

@@ -13,7 +13,10 @@ Attention operators use both efficiencies times the profile's attention share; a
 profile may override its efficiencies per compute dtype (efficiency.by_dtype). A profile
 with kernel curves fitted to measured kernels (efficiency.kernels) times GEMMs, attention
 and streaming kernels by those instead (calc.cost.curves), plus kernels * the preset's
-launch cost. ``kernels`` is the engine's kernel set's count for the operator.
+launch cost. ``kernels`` is the engine's kernel set's count for the operator. Weight-only GEMMs
+(int8/int4/fp4 weights, 16-bit activations) under a preset with a measured weight-only kernel
+(EngineSpec.weight_only) take its compute and memory fractions times the 16-bit ones and its
+fixed time per kernel, on curves and on the efficiency model alike.
 
 "bound" is whichever of the two terms won, or "measured" when tables gave most of the
 pass's time. Intensity is FLOPs / bytes.
@@ -26,6 +29,7 @@ from functools import cached_property
 
 import numpy as np
 
+from calc.core.units import MICRO
 from calc.cost.curves import curve_terms
 from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
@@ -101,14 +105,16 @@ def op_time(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, link: Lin
             compute, memory, fixed = terms
             return OpTime(op, compute, memory, fixed + kernels * eff.kernel_overhead_s)
     share = eff.attention if op.kind == "attention" else 1.0
-    compute = op.flops / (peak_for(hw, dt, op.peak) * eff.compute * share)
+    wo = eff.weight_only_for(dt) if op.kind == "linear" else None
+    rc, rm, extra_s = (wo.compute, wo.memory, wo.fixed_us * MICRO) if wo is not None else (1.0, 1.0, 0.0)
+    compute = op.flops / (peak_for(hw, dt, op.peak) * eff.compute * share * rc)
     if eff.gemm_m_half and op.kind == "linear":
         # a GEMM of M rows reaches compute x M / (M + m_half): small-M tiles run mostly empty
         compute = compute * (1.0 + eff.gemm_m_half / np.maximum(op.rows, 1e-9))
     # a kernel moving b bytes reaches memory x b / (b + half): its time gains half / bandwidth
     moved = op.bytes + kernels * eff.memory_half_bytes
-    memory = moved / (hw.memory_bandwidth_bytes_per_s * eff.memory * share)
-    overhead = np.float64(kernels * eff.kernel_overhead_s)
+    memory = moved / (hw.memory_bandwidth_bytes_per_s * eff.memory * share * rm)
+    overhead = np.float64(kernels * (eff.kernel_overhead_s + extra_s))
     return OpTime(op, compute, memory, overhead)
 
 

@@ -17,11 +17,26 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from calc.core.errors import SpecError, suggest
+from calc.core.units import GROUP_SCALED, canonical_dtype
 from calc.spec.base import SpecModel
 from calc.spec.scheduler import EngineArg, MemoryRule, Serving
 from calc.spec.yamlio import build, read_yaml
 
 ENGINES_FILE = Path(str(resources.files("calc").joinpath("data", "engines.yaml")))
+
+
+class WeightOnlyKernel(SpecModel):
+    """An engine's weight-only GEMM (16-bit activations; int8/int4/fp4 weights dequantised inside
+    the kernel), relative to the chip's own 16-bit GEMM: its compute and memory fractions times
+    these, plus ``fixed_us`` per GEMM (the dequantisation's setup: scales, unpacking); on profiles
+    with measured curves ``m_half`` replaces the 16-bit curve's M half (these kernels tile M
+    finer). Fitted to measured kernels (reports/kernels/fit_public.py); ``kernel`` names the family."""
+
+    kernel: str = Field(min_length=1)
+    compute: float = Field(gt=0, le=1)
+    m_half: float = Field(ge=0)
+    memory: float = Field(gt=0, le=1)
+    fixed_us: float = Field(ge=0)
 
 
 class EngineSpec(SpecModel):
@@ -64,6 +79,9 @@ class EngineSpec(SpecModel):
     scheduler: Serving = Serving()
     by_memory: list[MemoryRule] = Field(default_factory=list)
     engine_args: dict[str, EngineArg] = Field(default_factory=dict)
+    # Weight-only GEMMs by weight dtype (int8, int4, fp4); a dtype not listed dequantises for free
+    # (the weights' bytes shrink and nothing else changes: no measured kernel for this engine).
+    weight_only: dict[str, WeightOnlyKernel] = Field(default_factory=dict)
 
     @field_validator("engine_args", mode="before")
     @classmethod
@@ -80,6 +98,15 @@ class EngineSpec(SpecModel):
         for r in self.by_memory:
             Serving.model_validate(r.set)
         return self
+
+    @field_validator("weight_only")
+    @classmethod
+    def _wo_dtypes(cls, v: dict[str, WeightOnlyKernel]) -> dict[str, WeightOnlyKernel]:
+        out = {canonical_dtype(k): w for k, w in v.items()}
+        bad = [k for k in out if k not in GROUP_SCALED]
+        if bad:
+            raise ValueError(f"weight_only is keyed by int8, int4 or fp4, got {', '.join(bad)}")
+        return out
 
     @field_validator("kernels")
     @classmethod
