@@ -11,6 +11,7 @@ MB = 1e6
 GB = 1e9
 TB = 1e12
 GiB = 2.0**30
+MiB = 2.0**20
 TERA = 1e12
 GIGA = 1e9
 MICRO = 1e-6

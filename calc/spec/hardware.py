@@ -14,7 +14,7 @@ from pydantic import Field, PrivateAttr, field_validator
 
 from calc.core import limits as lim
 from calc.core.errors import SpecError
-from calc.core.units import GB, MICRO, TB, TERA, canonical_dtype
+from calc.core.units import GB, MICRO, TB, TERA, MiB, canonical_dtype
 from calc.spec.bands import BandTable
 from calc.spec.engine import EngineSpec, load_engine
 from calc.spec.kernel_tables import KernelSet
@@ -136,6 +136,10 @@ class HardwareSpec(_Spec):
     vendor: str = ""
     sources: dict[str, str] = Field(default_factory=dict)
     memory_gb: float = Field(gt=0, le=lim.MAX_MEMORY_GB)
+    # What the device reports to CUDA/ROCm as its total memory (nvidia-smi memory.total, in MiB =
+    # 2**20 bytes): engines size the KV cache from it. None: no public report found; the data
+    # sheet's memory_gb (1e9 bytes) stands in.
+    memory_reported_mib: float | None = Field(default=None, gt=0, le=lim.MAX_MEMORY_GB * GB / MiB)
     memory_bandwidth_tb_s: float = Field(gt=0, le=lim.MAX_BANDWIDTH_TB_S)
     peak_tflops: dict[str, float]
     l2_cache_mb: float | None = Field(default=None, gt=0, le=lim.MAX_CACHE_MB)
@@ -210,6 +214,10 @@ class HardwareSpec(_Spec):
 
     @property
     def memory_bytes(self) -> float:
+        """Device memory in bytes: as the device reports it (memory_reported_mib x 2**20), else the
+        data sheet's memory_gb x 1e9 (an "80 GB" H100 reports 81,559 MiB = 85.52e9 bytes)."""
+        if self.memory_reported_mib is not None:
+            return self.memory_reported_mib * MiB
         return self.memory_gb * GB
 
     @property

@@ -59,17 +59,18 @@ def app_():
 
 
 def test_planner_kv_concurrency_matches_the_hand_derivation(tmp_path):
-    """Llama-3.1-8B bf16 on one 80 GB GPU, 2k contexts (1536 + 513 - 1 = 2048 positions):
-    pages = floor((80e9 x 0.9 - 16,060,522,496 - 192,937,984) / (16 x 131072)) = 26,582
-    (workspace: see tests/calc/test_capacity.py); sequences = floor(26,582 / (2048 / 16)) = 207."""
+    """Llama-3.1-8B bf16 on one 80 GB GPU (81,559 MiB as the device reports it), 2k contexts
+    (1536 + 513 - 1 = 2048 positions):
+    pages = floor((81,559 x 2**20 x 0.9 - 16,060,522,496 - 192,937,984) / (16 x 131072)) = 28,951
+    (workspace: see tests/calc/test_capacity.py); sequences = floor(28,951 / (2048 / 16)) = 226."""
     r = run("plan", write(tmp_path, TWO_K), "--format", "json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     rep = d["chosen"]["per_replica"]
     assert rep["weights_bytes_per_gpu"] == 8_030_261_248 * 2
     assert rep["workspace_bytes_per_gpu"] == 2048 * 4096 * 2 + 2048 * 2 * 14336 * 2 + 2048 * 14336 * 2
-    assert rep["kv_pages"] == (80e9 * 0.9 - 16_060_522_496 - 192_937_984) // (16 * 131072) == 26_582
-    assert rep["kv_sequences_at_longest_context"] == 26_582 // 128 == 207
+    assert rep["kv_pages"] == (81_559 * 2**20 * 0.9 - 16_060_522_496 - 192_937_984) // (16 * 131072) == 28_951
+    assert rep["kv_sequences_at_longest_context"] == 28_951 // 128 == 226
 
 
 def test_plan_picks_the_cheapest_that_meets_the_slos(tmp_path):
