@@ -185,8 +185,11 @@ continuous-batching steady state (`calc.serving.capacity`, KV-limited, up to 204
 times data-parallel replicas; `output_tokens_per_s_per_gpu` divides by the row's GPUs.
 Client-side TTFT and e2e add the preset's per-request serving time. llama.cpp's GGUF quantisation
 is counted as 32-weight groups; rows split over GPUs without a TP degree are llama.cpp layer splits
-(pipeline). NVFP4 rows (Blackwell) run in the calculator as weight-only fp4 with 16-bit matmuls,
-since it has no fp4 matmul: a known gap for compute-bound phases.
+(pipeline). NVFP4 rows (Blackwell, fp4 activations) run the fp4 GEMM class (block-scaled W4A4 at
+the fp4 peak, the curve fitted to aiconfigurator's nvfp4 GEMM tables); weight-only int8/int4 rows
+pay their engine's measured dequantisation (`weight_only` in `calc/data/engines.yaml`). "By
+mechanism" groups rows by the kernels they test: llama.cpp's own, fp4 matmuls, weight-only
+quantised matmuls, and the rest (16-bit and fp8).
 
 ## Rows not predicted
 

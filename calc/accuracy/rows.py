@@ -49,6 +49,18 @@ class Row:
     def family(self) -> str:
         return GPU_FAMILY.get(self.hardware, "other")
 
+    @property
+    def mechanism(self) -> str:
+        """The kernel mechanism the row tests (issue 21's tail): llama.cpp's own kernels, fp4
+        (block-scaled) matmuls, weight-only quantised matmuls, or other (16-bit and fp8)."""
+        if self.engine == "llama.cpp":
+            return "llama.cpp"
+        if self.compute_dtype == "fp4":
+            return "fp4"
+        if self.weight_dtype in ("int8", "int4", "fp4") and self.compute_dtype is None:
+            return "weight-only"
+        return "other"
+
 
 def _num(v) -> float | None:
     try:

@@ -13,6 +13,7 @@ TARGET_MEDIAN, TARGET_P90, TARGET_BIAS, TARGET_ROWS = 0.12, 0.25, 0.05, 250
 GROUPINGS: tuple[tuple[str, Callable[[Result], str]], ...] = (
     ("metric", lambda r: r.row.metric), ("phase", lambda r: PHASE[r.row.metric]),
     ("engine", lambda r: r.row.engine), ("GPU family", lambda r: r.row.family),
+    ("mechanism", lambda r: r.row.mechanism),
     ("publisher", lambda r: r.row.publisher))
 
 

@@ -116,3 +116,15 @@ def test_every_row_is_named_in_sources_md():
     for r in raw:  # the conditions a row must state (empty only where the source does not say)
         assert r["model"] and r["gpu"] and r["engine"] and r["weight_dtype"] and r["value"], r["id"]
         assert float(r["value"]) > 0 and r["unit"], r["id"]
+
+
+def test_rows_are_grouped_by_the_kernel_mechanism_they_test():
+    from calc.accuracy.rows import load_rows
+
+    rows = {r.id: r for r in load_rows()[0]}
+    # NVFP4 (fp4 activations) runs the fp4 GEMM class; GGUF rows are llama.cpp's kernels
+    assert rows["trt020-l33-70b-fp4-b200-tp1-128-128"].compute_dtype == "fp4"
+    assert rows["trt020-l33-70b-fp4-b200-tp1-128-128"].mechanism == "fp4"
+    assert rows["xd-a100-80gb-sxm-8b-q4_k_m-tg512"].mechanism == "llama.cpp"
+    assert rows["trt017-l31-8b-h200-128-128"].mechanism == "other"
+    assert {r.mechanism for r in rows.values()} <= {"fp4", "llama.cpp", "weight-only", "other"}
