@@ -24,6 +24,8 @@ from calc.spec import catalog
 from calc.spec.engine import EngineSpec
 
 GROUP_SIZE = {"llama.cpp": 32}  # GGUF Q4_0/Q8_0 blocks: 32 weights per fp16 scale
+# gpt-fast (README, quantize.py): int4 in groups of 32; int8 one scale per output channel (K >= 4096)
+GROUP_BY_DTYPE = {("gpt-fast", "int4"): 32, ("gpt-fast", "int8"): 4096}
 # NVFP4: one fp8 scale per 16 weights = 0.5 bit a weight, what the calculator's one fp16
 # scale per 32 weights also counts.
 FP4_GROUP = 32
@@ -45,7 +47,8 @@ def predict(row: Row, preset: EngineSpec | None) -> float:
     hw = load_hardware(row.hardware).with_engine("ideal" if ideal else preset)
     model = load_model(row.model)
     attention = "fused" if ideal else preset.attention_kernel
-    group = FP4_GROUP if row.weight_dtype == "fp4" else GROUP_SIZE.get(row.engine, DEFAULT_GROUP_SIZE)
+    group = FP4_GROUP if row.weight_dtype == "fp4" else GROUP_BY_DTYPE.get(
+        (row.engine, row.weight_dtype), GROUP_SIZE.get(row.engine, DEFAULT_GROUP_SIZE))
     kw = dict(weight_dtype=row.weight_dtype, kv_dtype=row.kv_dtype, compute_dtype=row.compute_dtype,
               group_size=group, attention=attention, ideal=ideal, tp=row.tp, pp=row.pp)
     replicas = max(row.gpus // (row.tp * row.pp), 1)
