@@ -78,8 +78,9 @@ def test_running_cap_and_reservation():
     probe = _rep(Serving())
     kv = probe.kv
     page = 16 * MODEL.kv_bytes_per_token(DT.kv)
-    # a share that leaves about 300 pages: (share x 80e9 - weights - workspace) / page
-    share = (kv.weights_bytes + kv.workspace_bytes + 300.5 * page) / 80e9
+    # a share that leaves about 300 pages: (share x capacity - weights - workspace) / page, the H100's
+    # capacity as CUDA reports it (81,559 MiB = 85,520,809,984 B)
+    share = (kv.weights_bytes + kv.workspace_bytes + 300.5 * page) / (81_559 * 2**20)
     T, G = np.full(40, 512), np.full(40, 513)  # 1024 positions at the end: 64 pages each
     res = simulate(_rep(Serving(gpu_memory_utilization=share, preemption="none"), mb=64), T, G, burst=True)
     pages = 300
@@ -92,18 +93,19 @@ def test_running_cap_and_reservation():
 
 
 def test_kv_share_formulas():
-    """Llama-3.1-8B bf16 on an 80 GB H100, budget 2048 tokens: weights 16,060,522,496 B, workspace
-    192,937,984 B (tests/calc/serving/test_plan.py), page 16 x 131072 B. At a share of 0.5:
-    total  floor((0.5 x 80e9 - 16,060,522,496 - 192,937,984) / 2,097,152)
-    static floor((0.5 x 80e9 - 16,060,522,496) / 2,097,152)
-    free   floor((80e9 - 16,060,522,496 - 192,937,984) x 0.5 / 2,097,152)"""
-    w, ws, page = 16_060_522_496, 192_937_984, 16 * 131072
+    """Llama-3.1-8B bf16 on an 80 GB H100 (81,559 MiB = C = 85,520,809,984 B as CUDA reports it),
+    budget 2048 tokens: weights 16,060,522,496 B, workspace 192,937,984 B (tests/calc/serving/test_plan.py),
+    page 16 x 131072 B. At a share of 0.5:
+    total  floor((0.5 C - 16,060,522,496 - 192,937,984) / 2,097,152)
+    static floor((0.5 C - 16,060,522,496) / 2,097,152)
+    free   floor((C - 16,060,522,496 - 192,937,984) x 0.5 / 2,097,152)"""
+    w, ws, page, C = 16_060_522_496, 192_937_984, 16 * 131072, 81_559 * 2**20
     hw = load_hardware("h100-sxm")
     got = {of: kv_budget(MODEL, hw, DT, Replica(MODEL, hw, 1, 1, DT, Serving()).par,
                          Serving(gpu_memory_utilization=0.5, kv_share_of=of)).pages for of in ("total", "static", "free")}
-    assert got["total"] == (40e9 - w - ws) // page == 11_323
-    assert got["static"] == (40e9 - w) // page == 11_415
-    assert got["free"] == (80e9 - w - ws) * 0.5 // page == 15_198
+    assert got["total"] == (0.5 * C - w - ws) // page == 12_639
+    assert got["static"] == (0.5 * C - w) // page == 12_731
+    assert got["free"] == (C - w - ws) * 0.5 // page == 16_514
     # and a share of 0.9 against 0.45: the pages of the "free" formula halve exactly (to a page)
     half = kv_budget(MODEL, hw, DT, Replica(MODEL, hw, 1, 1, DT, Serving()).par,
                      Serving(gpu_memory_utilization=0.45, kv_share_of="free")).pages
@@ -151,7 +153,7 @@ engine: vllm
 
 def test_plan_runs_the_engine_args_and_exposes_them(tmp_path):
     """engine_args {gpu_memory_utilization: 0.5, max_num_batched_tokens: 2048}: the pages follow
-    vLLM's total-memory formula, floor((0.5 x 80e9 - weights - workspace at 2048) / page) = 11,323
+    vLLM's total-memory formula, floor((0.5 x C - weights - workspace at 2048) / page) = 12,639
     (test_kv_share_formulas), and the plan states the scheduler in vLLM's names."""
     from calc.serving.plan import plan
     from calc.spec.workload import load_workload
@@ -161,7 +163,7 @@ def test_plan_runs_the_engine_args_and_exposes_them(tmp_path):
                         "engine_args: {gpu_memory_utilization: 0.5, max_num_batched_tokens: 2048}\n")
     res = plan(load_workload(p))
     t = res.chosen
-    assert t is not None and t.replica.kv.pages == 11_323
+    assert t is not None and t.replica.kv.pages == 12_639
     assert res.scheduler.gpu_memory_utilization == 0.5 and res.scheduler.max_batched_tokens == 2048
     args = res.engine_args
     assert args["gpu_memory_utilization"] == 0.5 and args["max_num_batched_tokens"] == 2048
