@@ -73,7 +73,8 @@ def curve_terms(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, kerne
                            op.flops / (peak * c_pre))
         memory = np.where(prefill, op.bytes / (bw * pre.memory * eff.memory_scale),
                           op.bytes / (bw * dec.memory * eff.memory_scale))
-        fixed = np.where(prefill, pre.fixed_us, dec.fixed_us + np.asarray(op.sequences) * dec.per_sequence_us)
+        fixed = np.where(prefill, pre.fixed_us * op.present,
+                         dec.fixed_us * op.present + np.asarray(op.sequences) * dec.per_sequence_us)
         return compute, memory, fixed * MICRO
     s = c.stream
     compute = op.flops / (peak * eff.compute)

@@ -52,12 +52,13 @@ class Efficiency:
     fitted_collectives: bool = False  # time collectives by the profile's fitted algorithms (not ideal)
 
     def kernels_of(self, op) -> float:
-        """Kernels the engine launches for one occurrence of ``op`` (its kernel set, else the op's)."""
-        name = op.name.removesuffix(".local")
+        """Kernels the engine launches for one occurrence of ``op`` (its kernel set, else the op's);
+        none for an operator absent from the pass (``op.present`` 0: a ragged step's empty half)."""
+        name = op.name.removesuffix(".chunks").removesuffix(".local")
         for key, n in self.kernel_counts:
             if key == name:
-                return n
-        return op.kernels
+                return n * op.present
+        return op.kernels * op.present
     tables: KernelSet | None = None  # measured kernel tables: they time the operators they cover
     # the preset's weight-only GEMMs, (weight dtype, kernel) pairs: what dequantising costs
     weight_only: tuple[tuple[str, WeightOnlyKernel], ...] = ()
@@ -113,6 +114,12 @@ class Efficiency:
             kernel_counts=tuple(preset.kernels.items()), custom_allreduce=preset.custom_allreduce,
             weight_only=tuple(preset.weight_only.items()),
         )
+
+    def with_step_overhead(self, seconds: float) -> Efficiency:
+        """These efficiencies with another per-pass overhead (every dtype's): a draft pass run
+        inside the target's engine step pays its own cost, not the engine's step."""
+        return replace(self, step_overhead_s=seconds,
+                       by_dtype=tuple((d, replace(e, step_overhead_s=seconds)) for d, e in self.by_dtype))
 
     def for_dtype(self, compute_dtype: str) -> Efficiency:
         """The efficiencies of a pass at ``compute_dtype``: its override, else these."""

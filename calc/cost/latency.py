@@ -61,12 +61,16 @@ def decode_cost(model, hw, batch, context, dt, eff, attention="fused", par: Para
 
 
 def mixed_step_cost(model, hw, new, past, dt, eff, attention="fused", par: Parallel = SINGLE,
-                    phase: str = "decode") -> PhaseCost:
+                    phase: str = "decode", logits=1, decode_rows: int = 1) -> PhaseCost:
     """One continuous-batching iteration: sequence i adds new[i] tokens after past[i]
     cached ones (a prefill chunk, or 1 for a decode token); weights are read once for
-    all of them. ``new`` and ``past`` are 1-D over the sequences in the step."""
+    all of them. ``new`` and ``past`` are 1-D over the sequences in the step; ``logits``
+    (per sequence, or one for all) the positions of each that reach lm_head: 1, or k + 1
+    for a speculative verification of k drafted tokens; a sequence of at most ``decode_rows``
+    new positions runs the decode attention kernel, a longer one the prefill kernel (Pass.part)."""
     new = np.atleast_1d(np.asarray(new, float))
-    ps = Pass(np.ones_like(new), new, np.atleast_1d(np.asarray(past, float)), phase, ragged=True)
+    logits = np.broadcast_to(np.asarray(logits, float), new.shape) if np.ndim(logits) else logits
+    ps = Pass(np.ones_like(new), new, np.atleast_1d(np.asarray(past, float)), phase, logits, True, decode_rows)
     return phase_cost(pass_ops(model, ps, dt, attention, par), hw, dt, eff, link(hw, par))
 
 

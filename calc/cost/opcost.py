@@ -6,7 +6,7 @@ it runs per pass; totals multiply the two. Every field broadcasts over numpy arr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Literal
 
@@ -46,6 +46,7 @@ class OpCost:
     in_features: float = 0.0  # K of a matmul (0: unknown)
     out_features: float = 0.0  # N of a matmul (0: unknown)
     sequences: np.ndarray = _ZERO  # attention: sequences in the pass
+    present: np.ndarray = np.float64(1.0)  # 1: the operator runs; 0: an empty half of a ragged step's attention
     kernels: float = 1.0
     peak: Peak = "matmul"
     overlappable: bool = False
@@ -74,7 +75,8 @@ class Pass:
     ``ragged``: the last axis of (batch, new, past) lists the sequence groups of ONE
     pass (a continuous-batching step mixing prefill chunks and decode tokens); every
     per-pass total sums over it, so weights are read once for all of them. ``phase``
-    then names how MLA runs attention ("prefill": expanded, "decode": absorbed).
+    then names how MLA runs attention ("prefill": expanded, "decode": absorbed), and
+    ``logits`` may be one count per group (a verification's k + 1 beside chunks' 1).
     """
 
     batch: np.ndarray
@@ -83,6 +85,7 @@ class Pass:
     phase: Phase  # MLA uses the absorbed form in decode
     logits: int = 1
     ragged: bool = False
+    decode_rows: int = 1  # ragged: a group of at most this many new positions runs the decode kernel
 
     def total(self, per_group):
         """Sum over the sequence-group axis of a ragged pass; identity otherwise."""
@@ -97,6 +100,15 @@ class Pass:
     def logit_rows(self) -> np.ndarray:
         """B * min(n, logits): rows that reach lm_head."""
         return self.total(self.batch * np.minimum(self.new, self.logits))
+
+    def part(self, chunks: bool) -> Pass:
+        """The groups of a ragged pass that run the prefill attention kernel (``chunks``: more than
+        ``decode_rows`` new positions, prompt chunks) or the decode one (the rest: decode tokens and
+        verifications), as engines split a step between their prefill and decode kernels (vLLM v1
+        ``split_decodes_and_prefills``, its decode threshold 1 + the speculative tokens). Other
+        groups get batch 0."""
+        chunk = self.new > self.decode_rows
+        return replace(self, batch=self.batch * (chunk if chunks else ~chunk))
 
     def pairs(self, window) -> np.ndarray:
         """(query, key) pairs of the pass: B * attention_pairs(n, p, W), summed."""

@@ -21,7 +21,8 @@ import numpy as np
 from calc.core.units import DTYPE_BYTES
 from calc.cost.calls import KernelCall, attention_calls, expert_calls
 from calc.cost.dtypes import Dtypes
-from calc.cost.opcost import OpCost, Pass
+from calc.cost.experts import busiest_experts
+from calc.cost.opcost import OpCost, Pass, attention_pairs
 from calc.cost.parallel import SINGLE, Parallel, all_to_all, kv_heads_per_gpu, ring_allreduce
 from calc.spec.model import ModelSpec
 
@@ -75,7 +76,7 @@ def _norm(name, layers, tokens, width, model: ModelSpec, dt: Dtypes):
 
 
 def _attention_core(name, layers, ps: Pass, window, heads, score_dim, value_dim, kv_elems_per_pos,
-                    q_elems, out_elems, dt: Dtypes, kernel: str):
+                    q_elems, out_elems, dt: Dtypes, kernel: str) -> list[OpCost]:
     """softmax(Q K^T) V over the visible pairs.
 
     FLOPs: 2*Hq*score_dim (QK^T) + 2*Hq*value_dim (PV) per (query, key) pair;
@@ -83,7 +84,38 @@ def _attention_core(name, layers, ps: Pass, window, heads, score_dim, value_dim,
     sequence, write the n new ones. Fused (FlashAttention) keeps scores on chip;
     unfused writes scores and probabilities and reads them back: 4 passes of
     B*Hq*pairs elements at the activation dtype.
+
+    A ragged step runs two kernels (Pass.part): the decode kernel over its decode tokens and
+    verifications (``name``, one query row per sequence), the prefill kernel over its prompt
+    chunks (``name`` + ".chunks"); each is absent (``present`` 0) when the step has none of its
+    groups. The chunks' ``rows`` is the pair-weighted harmonic mean of their lengths,
+    sum pairs / sum(pairs / n): a kernel curve's per-chunk ramp 1 / f(n) = 1 + half / n then
+    sums exactly over chunks of different lengths.
     """
+    if not ps.ragged:
+        rows = ps.new if ps.phase == "prefill" else 1.0
+        return [_attention_op(name, layers, ps, window, heads, score_dim, value_dim, kv_elems_per_pos, q_elems,
+                              out_elems, dt, kernel, rows, np.float64(1.0))]
+    out = []
+    for suffix, part in (("", ps.part(False)), (".chunks", ps.part(True))):
+        present = np.minimum(part.total(part.batch), 1.0)
+        rows = 1.0
+        if suffix:
+            pairs = part.pairs(window)
+            per_row = part.total(part.batch * attention_pairs(part.new, part.past, window) / part.new)
+            rows = np.where(per_row > 0, pairs / np.where(per_row > 0, per_row, 1.0), 1.0)
+        out.append(_attention_op(name + suffix, layers, part, window, heads, score_dim, value_dim, kv_elems_per_pos,
+                                 q_elems, out_elems, dt, kernel, rows, present))
+    return out
+
+
+def _parts(ps: Pass) -> tuple[Pass, ...]:
+    """The passes _attention_core's operators cover, in its order."""
+    return (ps.part(False), ps.part(True)) if ps.ragged else (ps,)
+
+
+def _attention_op(name, layers, ps: Pass, window, heads, score_dim, value_dim, kv_elems_per_pos, q_elems, out_elems,
+                  dt: Dtypes, kernel: str, rows, present) -> OpCost:
     a = DTYPE_BYTES[dt.act]
     kvb = DTYPE_BYTES[dt.kv]
     scores = heads * ps.pairs(window)
@@ -102,10 +134,9 @@ def _attention_core(name, layers, ps: Pass, window, heads, score_dim, value_dim,
         kv_write_bytes=ps.tokens * kv_elems_per_pos * kvb,
         act_read_bytes=act_r,
         act_write_bytes=act_w,
-        # queries per sequence of a prefill pass; 1 for decode and ragged steps (decode-style kernels)
-        rows=np.asarray(ps.new if ps.phase == "prefill" and not ps.ragged else 1.0, dtype=float),
+        rows=np.asarray(rows, dtype=float),  # queries per sequence (prefill kernel); 1: the decode kernel
         sequences=ps.total(ps.batch),
-        kernels=kernels, peak="attention",
+        kernels=kernels, peak="attention", present=present,
     )
 
 
@@ -131,9 +162,9 @@ def standard_attention_ops(model: ModelSpec, ps: Pass, dt: Dtypes, layers: int, 
     if model.position_embedding == "rope":
         e = tok * (Hq + Hkv) * D
         ops.append(_elementwise("rope" + suffix, layers, e, e, ROPE_FLOPS, dt))
-    ops.append(replace(_attention_core("attention" + suffix, layers, ps, window, Hq, D, D, 2 * Hkv * D,
-                                       Hq * D + 2 * Hkv * D, Hq * D, dt, kernel),
-                       calls=attention_calls(ps, window, Hq, Hkv, D)))
+    calls = attention_calls(ps, window, Hq, Hkv, D)
+    ops += [replace(op, calls=calls) for op in _attention_core("attention" + suffix, layers, ps, window, Hq, D, D,
+                                                              2 * Hkv * D, Hq * D + 2 * Hkv * D, Hq * D, dt, kernel)]
     ops.append(_linear("o_proj" + suffix, layers, tok, Hq * D, H, dt, bias=a.o_bias))
     return ops
 
@@ -171,15 +202,14 @@ def mla_attention_ops(model: ModelSpec, ps: Pass, dt: Dtypes, layers: int, windo
     if ps.phase == "prefill":
         expanded = ps.attended(window)
         ops.append(_linear("kv_b_proj" + suffix, layers, expanded, rkv, Hq * (dn + dv), dt))
-        ops.append(_attention_core("attention" + suffix, layers, ps, window, Hq, dn + dr, dv, latent,
-                                   Hq * (dn + dr), Hq * dv, dt, kernel))
-        # expanded K/V are activations the kernel reads back
-        ops[-1] = replace(ops[-1], act_read_bytes=ops[-1].act_read_bytes
-                           + expanded * Hq * (dn + dv) * DTYPE_BYTES[dt.act])
+        # expanded K/V are activations the kernel reads back (each kernel its own groups')
+        ops += [replace(op, act_read_bytes=op.act_read_bytes + part.attended(window) * Hq * (dn + dv) * DTYPE_BYTES[dt.act])
+                for op, part in zip(_attention_core("attention" + suffix, layers, ps, window, Hq, dn + dr, dv, latent,
+                                                    Hq * (dn + dr), Hq * dv, dt, kernel), _parts(ps), strict=True)]
     else:
         ops.append(_linear("q_absorb" + suffix, layers, tok * Hq, dn, rkv, dt, weight_params=Hq * dn * rkv))
-        ops.append(_attention_core("attention" + suffix, layers, ps, window, Hq, rkv + dr, rkv, latent,
-                                   Hq * (rkv + dr), Hq * rkv, dt, kernel))
+        ops += _attention_core("attention" + suffix, layers, ps, window, Hq, rkv + dr, rkv, latent,
+                               Hq * (rkv + dr), Hq * rkv, dt, kernel)
         ops.append(_linear("out_absorb" + suffix, layers, tok * Hq, rkv, dv, dt, weight_params=Hq * rkv * dv))
     ops.append(_linear("o_proj" + suffix, layers, tok, Hq * dv, H, dt))
     return ops
@@ -201,20 +231,15 @@ def mlp_ops(model: ModelSpec, tok, dt: Dtypes, layers: int, width: int, prefix: 
     ]
 
 
-def experts_touched(num_experts, experts_per_token, routed_tokens):
-    """Expected distinct experts hit by ``routed_tokens`` tokens, each choosing k of E:
-    E * (1 - (1 - k/E)^tokens), under uniform, independent routing."""
-    E, k = float(num_experts), float(experts_per_token)
-    return E * (1.0 - np.power(1.0 - k / E, np.asarray(routed_tokens, dtype=float)))
-
-
 def moe_ops(model: ModelSpec, tok, dt: Dtypes, layers: int, par: Parallel) -> list[OpCost]:
     """Router x @ W_r[H,E]; k routed experts per token; shared experts on every token.
 
     Routed FLOPs: 2 * tokens * k * (params of one expert). Weight bytes: only the
     experts the batch routes to, E * (1 - (1 - k/E)^tokens) of them (uniform routing).
-    Per GPU under EP = E' and TP: E/E' local experts, each TP/E' ways narrower; the
-    busiest GPU gets ``imbalance`` times its 1/E' share of the routed tokens.
+    Per GPU under EP = E' and TP: E/E' local experts, each TP/E' ways narrower; the step waits
+    for the busiest GPU, which reads the expected MOST experts any GPU holds hits for
+    (calc.cost.experts.busiest_experts, ``imbalance`` applied) and gets ``imbalance`` times its
+    1/E' share of the routed tokens.
     """
     m, H = model.moe, model.hidden_size
     E, k = m.num_experts, m.experts_per_token
@@ -222,7 +247,7 @@ def moe_ops(model: ModelSpec, tok, dt: Dtypes, layers: int, par: Parallel) -> li
     a = DTYPE_BYTES[dt.act]
     expert_params = model.mlp_params(m.expert_intermediate_size) / par.expert_tp  # with biases
     matmul_params = model.mlp.matrices * H * Fe  # the weights multiplied (biases are added)
-    touched = experts_touched(E, k, tok) / par.ep
+    touched = busiest_experts(E, k, par.ep, tok, par.imbalance)
     routed_tok = tok * k * par.imbalance / par.ep
     routed = OpCost(
         "moe.experts", "linear", layers,

@@ -44,14 +44,24 @@ class DraftHeads:
     width: int | None = None
 
 
+# Host time per draft pass beyond its kernels' own launch costs (in its operator times): none.
+# vLLM runs the k draft passes inside the target's engine step (vllm/v1/spec_decode/eagle.py,
+# EagleProposer.propose: the first pass, then `for _ in range(self.num_speculative_tokens - 1)`
+# updating positions on the GPU and replaying the draft's CUDA graph), so the engine's per-step
+# overhead (scheduling, input preparation, output processing) is paid once per speculative step.
+DRAFT_PASS_S = 0.0
+
+
 @dataclass(frozen=True)
 class SpecConfig:
-    """Draft length k, acceptance rate alpha in [0, 1), and a draft model or draft heads."""
+    """Draft length k, acceptance rate alpha in [0, 1), a draft model or draft heads, and the
+    host time each draft pass adds (``draft_pass_s``; the engine's step overhead is paid once)."""
 
     k: int
     acceptance: float
     draft: ModelSpec | None = None
     heads: DraftHeads | None = None
+    draft_pass_s: float = DRAFT_PASS_S
 
 
 def expected_tokens(acceptance, k):
@@ -152,6 +162,12 @@ def verify_cost(model, hw, batch, context, k: int, dt, eff, attention, par: Para
     return phase_cost(pass_ops(model, ps, dt, attention, par), hw, dt, eff, link(hw, par))
 
 
+def draft_efficiency(eff: Efficiency, cfg: SpecConfig) -> Efficiency:
+    """The draft's passes run inside the target's engine step: each pays ``cfg.draft_pass_s``,
+    not the engine's per-step overhead (which the target's pass carries, once per step)."""
+    return eff.with_step_overhead(cfg.draft_pass_s)
+
+
 def _draft_parallel(draft: ModelSpec, par: Parallel) -> Parallel:
     """The draft runs at the target's TP where its heads divide, else on one GPU."""
     try:
@@ -196,19 +212,20 @@ def speculative(est: Estimate, cfg: SpecConfig) -> SpecEstimate:
     dr = draft_of(target, cfg, dt, est.parallel)
     draft, ddt, dpar = dr.model, dr.dtypes, dr.parallel
     eff = Efficiency.of(hw, est.ideal)
+    deff = draft_efficiency(eff, cfg)
     B, T, G, k = est.batch, est.prompt_len, est.output_len, cfg.k
     s, w = tpot_nodes(T, G - 1)
-    draft_nodes = k * decode_cost(draft, hw, B, s, ddt, eff, est.attention, dpar).time_s
+    draft_nodes = k * decode_cost(draft, hw, B, s, ddt, deff, est.attention, dpar).time_s
     verify_nodes = verify_cost(target, hw, B, s, k, dt, eff, est.attention, est.parallel).time_s
     steps = np.maximum(G - 1, 1)
     step_mean = (w * (draft_nodes + verify_nodes)).sum(axis=0) / steps
-    draft_prefill, _ = prefill_cost(draft, hw, B, T, ddt, eff, est.attention, par=dpar)
+    draft_prefill, _ = prefill_cost(draft, hw, B, T, ddt, deff, est.attention, par=dpar)
     dweights = dr.weight_bytes
     dkv = draft.kv_cache_bytes(T + G - 1 + k, B, ddt.kv) * kv_share_per_gpu(draft, dpar)
     return SpecEstimate(
         config=cfg, draft_name=draft.name, draft_tp=dpar.tp,
         tokens_per_step=float(expected_tokens(cfg.acceptance, k)),
-        draft_step_s=k * decode_cost(draft, hw, B, T, ddt, eff, est.attention, dpar).time_s,
+        draft_step_s=k * decode_cost(draft, hw, B, T, ddt, deff, est.attention, dpar).time_s,
         verify_step_s=verify_cost(target, hw, B, T, k, dt, eff, est.attention, est.parallel).time_s,
         step_mean_s=step_mean, ttft_s=est.ttft_s + draft_prefill.time_s, plain_tpot_s=est.tpot_s,
         draft_weight_bytes=float(dweights), draft_kv_cache_bytes=dkv,

@@ -16,26 +16,15 @@ import numpy as np
 from calc.core.errors import SpecError
 from calc.core.units import MICRO
 from calc.cost.dtypes import Dtypes
-from calc.cost.efficiency import Efficiency
-from calc.cost.opcost import Pass, attention_pairs, positions_attended
-from calc.cost.operators import experts_touched, pass_ops
+from calc.cost.efficiency import Efficiency, pass_options
+from calc.cost.opcost import Pass
+from calc.cost.operators import pass_ops
 from calc.cost.parallel import Parallel, check, link
-from calc.cost.speculative import Draft, SpecConfig, draft_of, expected_tokens
+from calc.cost.speculative import Draft, SpecConfig, draft_efficiency, draft_of, expected_tokens
 from calc.serving.kvbudget import KVBudget, kv_budget
 from calc.serving.prefix import CachedPrefix
-from calc.serving.specstep import SpecSteps
-from calc.serving.stepmodel import (
-    EXPERTS,
-    SEQUENCES,
-    TOKENS,
-    StepModel,
-    attention_windows,
-    pairs_row,
-    read_row,
-    step_features,
-    step_model,
-    verify_model,
-)
+from calc.serving.stepmodel import StepModel, bound_of, step_model
+from calc.serving.timer import PlainTimer, SpecTimer, StepTimer
 from calc.spec.hardware import HardwareSpec, Interconnect
 from calc.spec.model import ModelSpec
 from calc.spec.workload import Serving
@@ -53,11 +42,19 @@ class Replica:
     max_batch: int
     dt: Dtypes
     serving: Serving
-    attention: str = "fused"
+    attention: str | None = None  # the attention kernel; None: the engine preset's (calc.cost.efficiency.pass_options)
     spec: SpecConfig | None = None  # speculative decoding, when the replica runs it
     pp: int = 1  # pipeline stages (GPUs per replica: tp x pp)
     ep: int = 1  # expert parallelism over the TP GPUs (MoE)
     nodes: int = 1  # nodes the replica spans (> 1: ``hw``'s interconnect is the network between them)
+    logits: int | None = None  # positions of a prompt chunk reaching lm_head; None: the preset's policy (1, or all)
+
+    def __post_init__(self):
+        if self.attention is None or self.logits is None:
+            attention, logits = pass_options(self.model, self.hw, False, self.attention)
+            object.__setattr__(self, "attention", attention)
+            if self.logits is None:
+                object.__setattr__(self, "logits", logits)
 
     @property
     def par(self) -> Parallel:
@@ -78,20 +75,20 @@ class Replica:
         return None if self.spec is None else draft_of(self.model, self.spec, self.dt, self.par)
 
     @cached_property
-    def spec_steps(self) -> SpecSteps | None:
-        """The speculative step times (target verification + draft steps), when speculating."""
+    def timer(self) -> StepTimer:
+        """What a step costs and emits: one pass of the model, or a speculative step (calc.serving.timer)."""
         d = self.draft
         if d is None:
-            return None
-        draft_sm = step_model(d.model, self.hw, d.dtypes, self.eff, self.attention, d.parallel)
-        k = self.spec.k
-        verify = verify_model(self.model, self.hw, self.dt, self.eff, k, self.attention, self.par)
-        return SpecSteps(self.steps, verify, draft_sm, k, float(expected_tokens(self.spec.acceptance, k)))
+            return PlainTimer(self.steps, self.logits)
+        draft_sm = step_model(d.model, self.hw, d.dtypes, draft_efficiency(self.eff, self.spec), self.attention,
+                              d.parallel)
+        return SpecTimer(self.steps, draft_sm, self.spec.k, float(expected_tokens(self.spec.acceptance, self.spec.k)),
+                         self.logits)
 
     @property
     def tokens_per_step(self) -> float:
         """Tokens a decoding sequence emits per step: 1, or the expected accepted tokens."""
-        return 1.0 if self.spec_steps is None else self.spec_steps.tokens_per_step
+        return self.timer.tokens_per_step
 
     @cached_property
     def eff(self) -> Efficiency:
@@ -127,7 +124,7 @@ class Replica:
         """The same replica with another max batch, sharing the KV budget and step model
         (neither depends on it)."""
         other = replace(self, max_batch=max_batch)
-        for key in ("eff", "kv", "steps", "draft", "spec_steps", "kernels_per_step", "eager_step_s"):
+        for key in ("eff", "kv", "steps", "draft", "timer", "kernels_per_step", "eager_step_s"):
             if key in self.__dict__:
                 other.__dict__[key] = self.__dict__[key]  # functools.cached_property's slot
         return other
@@ -206,8 +203,9 @@ class _Means:
     D: float
     G: float
     kp: float
-    chunk_pairs: float  # mean over requests of prefill (query, key) pairs
-    chunk_read: float  # mean over requests of positions read over its chunks
+    chunk_new: np.ndarray  # per request, its mean chunk: n / k_p tokens ...
+    chunk_past: np.ndarray  # ... after its mean cached positions c + n (k_p - 1) / (2 k_p)
+    chunk_share: np.ndarray  # each request's share of all chunks, k_p / sum k_p
     decode_ctx: float  # time-weighted mean decode position (pairs per decode token)
     pages_life: float  # mean over requests of sum over its steps of pages held
 
@@ -223,32 +221,13 @@ def _means(rep: Replica, T, G, chunk: float, prefix: CachedPrefix | None = None)
     sp = 0 if prefix is None else prefix.shared_pages
     n = T - c  # computed in prefill, after c cached positions
     kp = np.ceil(n / chunk)
-    pairs = n * c + n * (n + 1) / 2.0
-    # positions read over the chunks: sum_i (c + i chunk + chunk_i) for chunk i, ~ kp c + n (kp + 1) / 2
-    read = kp * c + n * (kp + 1) / 2.0
     dctx = (D * T + D * (D + 1) / 2.0).sum() / max(D.sum(), 1)
     held = kp * (np.ceil(T / bs) - sp) + _page_sum(T + D, bs) - _page_sum(T, bs) - D * sp
     if E != 1.0:  # a step emits E tokens: D / E decode steps, each holding the pages E tokens apart
         held = kp * (np.ceil(T / bs) - sp) + (held - kp * (np.ceil(T / bs) - sp)) / E
         D = D / E
-    return _Means(n.mean(), c.mean(), D.mean(), G.mean(), kp.mean(), pairs.mean(), read.mean(), dctx, held.mean())
-
-
-def _mixed_features(model: ModelSpec, n_dec: float, n_pf: float, mm: _Means) -> np.ndarray:
-    """Features of a step with n_dec decode tokens at the mean decode context and n_pf
-    mean prefill chunks (T / k_p tokens; pairs and positions read at their exact means)."""
-    x = step_features(model, [1.0], [mm.decode_ctx - 1], [n_dec])
-    tokens = n_dec + n_pf * mm.T / mm.kp
-    x[TOKENS], x[SEQUENCES] = tokens, n_dec + n_pf
-    m = model.moe
-    x[EXPERTS] = experts_touched(m.num_experts, m.experts_per_token, tokens) if m else 0.0
-    chunk, past = mm.T / mm.kp, mm.cached + mm.T * (mm.kp - 1) / (2 * mm.kp)
-    for j, window in enumerate(attention_windows(model)):
-        pairs = mm.chunk_pairs / mm.kp if window is None else attention_pairs(chunk, past, window)
-        read = mm.chunk_read / mm.kp if window is None else positions_attended(chunk, past, window)
-        x[pairs_row(j)] += n_pf * pairs
-        x[read_row(j)] += n_pf * read
-    return x
+    return _Means(n.mean(), c.mean(), D.mean(), G.mean(), kp.mean(), n / kp, c + n * (kp - 1) / (2 * kp),
+                  kp / kp.sum(), dctx, held.mean())
 
 
 def steady_state(rep: Replica, T, G, batch_cap: float | None = None, prefix: CachedPrefix | None = None) -> SteadyState:
@@ -264,7 +243,7 @@ def steady_state(rep: Replica, T, G, batch_cap: float | None = None, prefix: Cac
         kv_n = (kv.pages - (prefix.shared_pages if prefix else 0)) / (mm.pages_life / (mm.kp + mm.D))
         N = min(float(rep.max_batch), kv_n, batch_cap or math.inf)
     limited = "max batch" if N >= rep.max_batch else ("KV cache" if N >= kv_n - 1e-9 else "clients")
-    sm, model = rep.steps, rep.model
+    timer = rep.timer
     life = mm.kp + mm.D
     r = N / life
     f = r * mm.kp
@@ -272,28 +251,21 @@ def steady_state(rep: Replica, T, G, batch_cap: float | None = None, prefix: Cac
         r = min(r, budget / (mm.T + mm.D))
         f = 1.0
     nd = r * mm.D
-    dec = step_features(model, [1.0], [mm.decode_ctx - 1], [max(N, 1.0)])
-    # a step with a prefill chunk: nd (or N - 1) decodes plus the chunk(s) of r k_p (or 1) requests
+    ctx = np.array([mm.decode_ctx - 1])
+    t_d, s_d = timer.decode_run(ctx, 0.0, [max(N, 1.0)])
+    # a step with a prefill chunk: nd (or N - 1) decodes plus the chunk(s) of r k_p (or 1) requests,
+    # the requests' mean chunks weighted by their share of all chunks
     n_pf = r * mm.kp if f >= 1 else 1.0
     d_in_mixed = nd if f >= 1 else max(N - 1, 0.0)
-    mix = _mixed_features(model, d_in_mixed, n_pf, mm)
-    ss = rep.spec_steps
-    if ss is None:
-        t_d = float(sm.time_of(dec, "decode"))
-        t_m = float(sm.time_of(mix, "prefill"))
-    else:
-        dm = ss.draft.model
-        t_d = float(ss.decode_s(dec, step_features(dm, [1.0], [mm.decode_ctx - 1], [max(N, 1.0)])))
-        x_dec = step_features(model, [1.0], [mm.decode_ctx - 1], [d_in_mixed])
-        xd_dec = step_features(dm, [1.0], [mm.decode_ctx - 1], [d_in_mixed]) if d_in_mixed > 0 else None
-        t_m = ss.mixed_s(mix, x_dec, _mixed_features(dm, d_in_mixed, n_pf, mm), xd_dec)
+    t_m, s_m = timer.step(ctx, mm.chunk_new, mm.chunk_past, [d_in_mixed], n_pf * mm.chunk_share)
+    t_d, t_m = float(t_d), float(t_m)
     step = f * t_m + (1 - f) * t_d
     return SteadyState(
         pages=kv.pages, kv_sequences_longest=kv.max_sequences(int(np.max(np.asarray(T) + np.asarray(G) - 1))),
         kv_concurrency_full=kv.pages / final_pages, kv_concurrency=kv_n, batch=N,
         limited_by=limited, requests_per_step=r, prefill_share=f, decode_step_s=t_d, mixed_step_s=t_m,
         step_s=step, requests_per_s=r / step, output_tokens_per_s=r * mm.G / step,
-        decode_bound=str(sm.bound_of(dec, "decode")), mixed_bound=str(sm.bound_of(mix, "prefill")),
+        decode_bound=str(bound_of(s_d)), mixed_bound=str(bound_of(s_m)),
         tokens_per_step=rep.tokens_per_step,
     )
 

@@ -11,7 +11,9 @@ one of y decode replicas (GPU type, TP, max batch), which generates the rest:
                         (same GPU type, x TP_p + y TP_d <= gpus_per_node), else the network
     overlapped        = sent layer by layer while the prefill runs (``overlap_layers``): only the
                         part not hidden behind the remaining layers' compute is exposed,
-                        max(t / L, t - prefill (L - 1) / L); otherwise all of it, after the prefill
+                        max(t / L, t - prefill (L - 1) / L), prefill the prompt's own compute
+                        (its chunks alone on the replica, queueing left out); otherwise all of
+                        it, after the prefill
 
 TTFT = queue + prefill (the prefill pool's simulation) + transfer; TPOT = (finish - first
 token) / (G - 1) from the decode pool's simulation, which receives each request with its
@@ -31,6 +33,7 @@ import numpy as np
 
 from calc.core import text as render
 from calc.serving.capacity import Replica
+from calc.serving.floors import floors
 from calc.serving.prefix import CachedPrefix
 from calc.serving.simulate import SimResult, simulate
 from calc.serving.trial import BACKLOG_LIMIT
@@ -151,8 +154,11 @@ def simulate_disagg(p: Replica, x: int, d: Replica, y: int, T, G, *, rate_per_s:
     G = np.asarray(G, np.int64)
     ones = np.ones_like(G)
     ps = simulate(p, T, ones, rate_per_s=rate_per_s / x, gaps=gaps, seed=seed, prefix=prefix)
-    prefill_s = ps.first_token_s - ps.arrive_s
-    tx = kv_transfer_s(kv_transfer_bytes(p.model, p.dt.kv, T), link, min(p.tp, d.tp), prefill_s,
+    prefill_s = ps.first_token_s - ps.arrive_s  # queueing included: the TTFT before the transfer
+    # what hides a layer-wise transfer is the prefill's own compute, not its wait in the queue
+    # (its chunks alone on the replica: calc.serving.floors; shared steps only take longer)
+    compute_s = floors(p, T, ones, prefix)["ttft"]
+    tx = kv_transfer_s(kv_transfer_bytes(p.model, p.dt.kv, T), link, min(p.tp, d.tp), compute_s,
                        p.model.num_layers, overlap)
     ready = ps.first_token_s + tx
     order = np.argsort(ready, kind="stable")

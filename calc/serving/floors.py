@@ -8,14 +8,14 @@ import numpy as np
 from calc.core import text as render
 from calc.serving.capacity import Replica
 from calc.serving.prefix import CachedPrefix
-from calc.serving.stepmodel import step_features
 from calc.spec.workload import Target
 
 
 def floors(rep: Replica, T: np.ndarray, G: np.ndarray, prefix: CachedPrefix | None = None) -> dict[str, np.ndarray]:
     """Per request, the latency it gets alone on an idle replica: TTFT = its prefill (of the
-    uncached tokens) in chunks of the token budget; TPOT = a decode step at batch 1 at its mean context."""
-    sm = rep.steps
+    uncached tokens) in chunks of the token budget; TPOT = a decode step at batch 1 at its mean
+    context, over the tokens a step emits (the replica's step timer prices both)."""
+    timer = rep.timer
     budget = rep.serving.max_batched_tokens
     c = np.zeros_like(T) if prefix is None else prefix.cached
     kp = np.ceil((T - c) / budget).astype(np.int64)
@@ -24,19 +24,11 @@ def floors(rep: Replica, T: np.ndarray, G: np.ndarray, prefix: CachedPrefix | No
     i = np.arange(owner.size) - start[owner]
     past = (c[owner] + i * budget).astype(float)
     new = np.minimum(T[owner] - past, budget).astype(float)
-    x = step_features(rep.model, new[:, None], past[:, None])
-    chunk_s = sm.time_of(x, "prefill")
+    chunk_s, _ = timer.step(np.zeros(0), new[:, None], past[:, None])
     ctx = T + (G - 1) / 2.0
-    xd = step_features(rep.model, np.ones((T.size, 1)), (ctx - 1)[:, None])
-    ss = rep.spec_steps
-    if ss is None:
-        tpot = sm.time_of(xd, "decode")
-    else:  # the draft prefills the prompt too; a step emits E tokens
-        chunk_s = chunk_s + ss.draft.time_of(step_features(ss.draft.model, new[:, None], past[:, None]), "prefill")
-        tpot = ss.decode_s(xd, step_features(ss.draft.model, np.ones((T.size, 1)), (ctx - 1)[:, None])) \
-            / ss.tokens_per_step
+    step_s, _ = timer.decode_run(np.zeros(1), ctx - 1)
     ttft = np.bincount(owner, weights=chunk_s, minlength=T.size)
-    return {"ttft": ttft, "tpot": np.where(G > 1, tpot, np.nan)}
+    return {"ttft": ttft, "tpot": np.where(G > 1, step_s / timer.tokens_per_step, np.nan)}
 
 
 def floor_reason(floors, targets) -> tuple[str, str] | None:

@@ -9,10 +9,10 @@ from collections import deque
 
 import numpy as np
 
-from calc.cost.operators import experts_touched
+from calc.cost.roofline import BOUNDS
 from calc.serving.capacity import Replica
 from calc.serving.prefix import CachedPrefix
-from calc.serving.stepmodel import FIXED_FEATURES, attention_windows, feature_count, pairs_row, read_row
+from calc.serving.stepmodel import bound_of
 
 # ndarray.sum/min through numpy's Python wrappers cost more than the small sums they do here
 _sum, _min = np.add.reduce, np.minimum.reduce
@@ -25,16 +25,8 @@ class Scheduler:
     requests. (Written for speed: a few numpy calls per event, none per token.)"""
 
     def __init__(self, rep: Replica, T, G, arrive, concurrency, prefix: CachedPrefix | None = None):
-        sm = rep.steps
-        self.W = {ph: sm.stacked(ph) for ph in ("prefill", "decode")}
-        # operators per phase (MLA runs attention differently in prefill and decode)
-        self.n_ops = {ph: (w.shape[0] - 2) // 2 for ph, w in self.W.items()}
-        # per-feature totals of the compute, memory and comm terms (bound of a run of steps)
-        self.Wsum = {ph: np.vstack([w[:n].sum(axis=0), w[n:2 * n].sum(axis=0), w[2 * n + 1]])
-                     for (ph, w), n in zip(self.W.items(), self.n_ops.values(), strict=True)}
+        self.timer = rep.timer  # what a step costs and emits (calc.serving.timer)
         self.model = rep.model
-        self.windows = attention_windows(rep.model)
-        self.global_only = self.windows == (None,)
         n = T.size
         self.T, self.G = T.astype(np.int64), G.astype(np.int64)
         self.gen = np.zeros(n, np.int64)  # tokens generated, for requests not running
@@ -56,7 +48,8 @@ class Scheduler:
         self.graph_cap = math.inf if sv.graph_max_batch is None else sv.graph_max_batch
         self.eager_s = rep.eager_step_s
         self.mb = mb = rep.max_batch
-        self.dec_tokens = 1  # token-budget slots a decoding request takes per step
+        self.dec_tokens = self.timer.decode_slots  # token-budget slots a decoding request takes per step
+        self.j = 0  # steps with decode tokens so far (a speculative timer's acceptance clock)
         # running batch: id, cached tokens, tokens left to generate, pages, prefill done, prefill target
         self.N = 0
         # the six are rows of one array (views), so finishing requests compacts them in one call
@@ -75,11 +68,8 @@ class Scheduler:
         self.completed = 0
         self.out_tokens = 0
         self.steps = 0
-        self.bound_time = {"compute": 0.0, "memory": 0.0, "communication": 0.0}
+        self.bound_time = dict.fromkeys(BOUNDS.tolist(), 0.0)
         self.tl = ([], [], [], [], [])  # t_s, kv_used, running, waiting, output_tokens
-        m = rep.model.moe
-        self._touched = (lambda t: float(experts_touched(m.num_experts, m.experts_per_token, t))) if m \
-            else (lambda t: 0.0)
 
     # ----- bookkeeping
 
@@ -96,17 +86,9 @@ class Scheduler:
         return {"t_s": t, "kv_used": 1.0 - free / self.total_pages, "running": run, "waiting": wait,
                 "output_tokens": out}
 
-    def _times(self, x, phase):
-        """Step times for features x [F, k]."""
-        y = self.W[phase] @ x
-        n = self.n_ops[phase]
-        return _sum(np.maximum(y[:n], y[n:2 * n]), axis=0) + y[2 * n]
-
-    def _tally(self, total_s: float, x_sum, phase):
-        """Add a run of steps to the bound that wins over their summed terms."""
-        c, m, k = self.Wsum[phase] @ x_sum
-        bound = "communication" if k > max(c, m) else "compute" if c >= m else "memory"
-        self.bound_time[bound] += total_s
+    def _tally(self, total_s: float, shares) -> None:
+        """Add a step, or a run of steps, to the bound its time goes to (calc.serving.stepmodel.bound_of)."""
+        self.bound_time[str(bound_of(shares))] += total_s
 
     def arrivals(self):
         inc, arr = self.incoming, self.arrive
@@ -253,61 +235,33 @@ class Scheduler:
         none when the engine reserved every page at admission."""
         if self.reserve:
             return np.zeros(kv.size, bool)
-        need = kv % self.bs == 0
-        if dec is not None:
-            need &= dec
-        return need
+        m = self.timer.emits(self.j)
+        if m == 1:
+            need = kv % self.bs == 0
+            return need if dec is None else need & dec
+        need = -(-(kv + m) // self.bs) - -(-kv // self.bs)
+        return need if dec is None else need * dec
 
     def _step_s(self, N: int, n_dec: int, kv_sum: int, dec, chunk, past) -> float:
         """The step's time (and its tally by bound)."""
-        if self.global_only:
-            x = self._features_global(n_dec, kv_sum, chunk, past)
-        else:
-            x = self._features(self.r_kv[:N] if dec is None else self.r_kv[:N][dec], chunk, past)
-        phase = "prefill" if chunk else "decode"
-        dt = float(self._times(x, phase))
-        self._tally(dt, x, phase)
+        kv_dec = self.r_kv[:N] if dec is None else self.r_kv[:N][dec]
+        dt, shares = self.timer.one(kv_dec, chunk, past)
+        self._tally(dt, shares)
         return dt + self._extra_s(n_dec + sum(chunk))
 
     def _advance(self, N: int, n_dec: int, dec, need, n_need: int) -> None:
-        """The decoding requests' tokens (a bool mask adds 1 where it is set) and new pages."""
-        r_kv = self.r_kv
-        if dec is None:
-            r_kv[:N] += 1
-            self.r_rem[:N] -= 1
-        else:
-            r_kv[:N] += dec
-            self.r_rem[:N] -= dec
+        """The decoding requests' tokens (each emits the timer's tokens for this step, at most
+        what it still needs) and new pages."""
+        m = self.timer.emits(self.j)
+        r_kv, rem = self.r_kv, self.r_rem[:N]
+        step = m if dec is None else (dec if m == 1 else m * dec)
+        self.out_tokens += n_dec if m == 1 else int(_sum(np.minimum(step, np.maximum(rem, 0))))
+        r_kv[:N] += step
+        rem -= step
         if n_need:
             self.r_pages[:N] += need
             self.free -= n_need
-        self.out_tokens += n_dec
-
-    def _features_global(self, n_dec: int, kv_sum: int, chunk, past) -> np.ndarray:
-        """step_features for a model with only global attention, from running sums."""
-        tokens = n_dec + sum(chunk)
-        pairs = kv_sum + n_dec + sum(c * p + c * (c + 1) // 2 for c, p in zip(chunk, past, strict=True))
-        read = kv_sum + n_dec + sum(p + c for c, p in zip(chunk, past, strict=True))
-        return np.array([1.0, tokens, n_dec + len(chunk), self._touched(tokens), pairs, read], dtype=float)
-
-    def _features(self, kv_dec, chunk, past):
-        """[1, tokens, sequences, experts touched, (pairs, positions read) per window]."""
-        nd = kv_dec.size
-        tokens = nd + sum(chunk)
-        x = [1.0, float(tokens), float(nd + len(chunk)), self._touched(tokens)]
-        for w in self.windows:
-            if w is None:
-                s = float(_sum(kv_dec)) + nd
-                pairs = s + sum(c * p + c * (c + 1) / 2 for c, p in zip(chunk, past, strict=True))
-                read = s + sum(p + c for c, p in zip(chunk, past, strict=True))
-            else:
-                s = float(np.minimum(kv_dec + 1, w).sum())
-                cs, ps = np.asarray(chunk, float), np.asarray(past, float)
-                m = np.clip(w - ps, 0, cs)
-                pairs = s + float((m * ps + m * (m + 1) / 2 + (cs - m) * w).sum())
-                read = s + float(np.minimum(ps + cs, w).sum())
-            x += [pairs, read]
-        return np.asarray(x)
+        self.j += 1
 
     # ----- runs of pure decode steps
 
@@ -321,77 +275,47 @@ class Scheduler:
         N = self.N
         if N == 0 or self.n_prefill or self.can_admit():
             return False
-        bs = self.bs
-        kv = self.r_kv[:N]
-        k_fin = int(_min(self.r_rem[:N]))
+        bs, sp = self.bs, self.shared_pages
+        kv, rem, pages = self.r_kv[:N], self.r_rem[:N], self.r_pages[:N]
+        cum = self.timer.emitted(self.j, MAX_RUN)  # tokens each request has emitted after 1, 2, ... steps
+        k_fin = int(np.searchsorted(cum, _min(rem), side="left")) + 1  # the first finish
         k = min(k_fin, MAX_RUN)
-        if not self.reserve and N * (k // bs + 1) > self.free:
-            # sequence i takes its next page at step j1 = (bs - kv % bs) % bs + 1, then every bs steps
-            j1 = (bs - kv % bs) % bs + 1
-            j = np.arange(1, k + 1)
-            counts = np.bincount(j1, minlength=bs + 1)
-            r = np.arange(bs + 1)
-            needed = (counts[:, None] * np.maximum((j[None, :] - r[:, None]) // bs + 1, 0)).sum(axis=0)
-            ok = int(np.searchsorted(needed, self.free, side="right"))
-            if ok == 0:
+        if not self.reserve and N * (int(cum[k - 1]) // bs + 1) > self.free:
+            # pages taken after each step: a request at kv (kv % bs = r) holding ceil(kv / bs) pages
+            # takes ceil((r + cum_j) / bs) - ceil(r / bs) more after step j; count requests by r
+            counts = np.bincount(kv % bs, minlength=bs)
+            r = np.arange(bs)
+            needed = counts @ (-(-(r[:, None] + cum[None, :k]) // bs) - -(-r[:, None] // bs))
+            k = min(k, int(np.searchsorted(needed, self.free, side="right")))
+            if k == 0:
                 return False
-            k = min(k, ok)
-        s = float(_sum(kv))
-        x0 = np.empty(feature_count(self.model))
-        x0[:FIXED_FEATURES] = 1.0, N, N, self._touched(N)
-        x0[FIXED_FEATURES:] = s + N
-        W, n = self.W["decode"], self.n_ops["decode"]
-        y0 = W @ x0
+        ahead = np.concatenate([[0], cum[:k - 1]])
         arrival = self.incoming and not self.waiting and N < self.mb
         if arrival:
             # stop at the step during which the next request arrives (it can then be admitted);
             # steps only get longer as contexts grow, so the first step's time bounds the count
             t_arr = self.arrive[self.incoming[0]] - self.clock
-            t0 = float(_sum(np.maximum(y0[:n], y0[n:2 * n])) + y0[2 * n]) + self._extra_s(N)
+            t0 = self.timer.one(kv)[0] + self._extra_s(N)
             k = min(k, max(int(t_arr / t0) + 1, 1))
-        jj = np.arange(k, dtype=float)
-        if self.global_only:
-            # features grow by N pairs and N positions read per step: y_j = y0 + j * dy
-            dy = N * (W[:, pairs_row(0)] + W[:, read_row(0)])
-            y = y0[:, None] + dy[:, None] * jj[None, :]
-            times = np.maximum(y[:n], y[n:2 * n]).sum(axis=0) + y[2 * n]
-            x_sum = k * x0
-            x_sum[FIXED_FEATURES:] += N * k * (k - 1) / 2
-        else:
-            x = np.empty((x0.size, k))
-            x[:] = x0[:, None]
-            for wi, w in enumerate(self.windows):
-                if w is None:
-                    x[pairs_row(wi)] = x0[pairs_row(wi)] + N * jj
-                else:
-                    x[pairs_row(wi)] = np.minimum(kv[:, None] + jj[None, :] + 1, w).sum(axis=0)
-                x[read_row(wi)] = x[pairs_row(wi)]
-            times = self._times(x, "decode")
+        times, shares = self.timer.decode_run(kv, ahead[:k])
         extra = self._extra_s(N)
-        cum = (times + extra if extra else times).cumsum()
+        cum_t = (times + extra if extra else times).cumsum()
         if arrival:
-            k_hit = min(k, int(np.searchsorted(cum, t_arr, side="left")) + 1)
-            if k_hit < k:
-                if self.global_only:
-                    x_sum = k_hit * x0
-                    x_sum[FIXED_FEATURES:] += N * k_hit * (k_hit - 1) / 2
-                k = k_hit
-        if not self.global_only:
-            x_sum = x[:, :k].sum(axis=1)
-        total = float(cum[k - 1])
-        self._tally(total, x_sum, "decode")
+            k = min(k, int(np.searchsorted(cum_t, t_arr, side="left")) + 1)
+        total = float(cum_t[k - 1])
+        self._tally(total, shares[:, :k].sum(axis=1))
         self.clock += total
         self.steps += k
-        kv += k
-        rem = self.r_rem[:N]
-        rem -= k
+        emitted = int(cum[k - 1])
+        self.out_tokens += int(_sum(np.minimum(emitted, np.maximum(rem, 0))))
+        kv += emitted
+        rem -= emitted
         if not self.reserve:
-            pages = self.r_pages[:N]
-            new_pages = -(-kv // bs) - self.shared_pages
+            new_pages = -(-kv // bs) - sp
             self.free -= int(_sum(new_pages - pages))
             pages[:] = new_pages
-        self.out_tokens += N * k
-        if k == k_fin:
+        self.j += k
+        if _min(rem) <= 0:
             self.finish_done()
         return True
 

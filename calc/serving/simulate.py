@@ -11,10 +11,10 @@ The scheduler, one iteration (step) at a time, as vLLM runs it:
 3. Waiting requests are admitted in arrival order (FCFS, no overtaking) while the
    batch is below max batch, tokens are left in the budget, and the free pages
    cover the request's whole prompt plus the watermark.
-4. The step's time is the forward pass over that ragged batch (calc.serving.capacity's step
-   model, which reproduces calc.cost.latency.mixed_step_cost). A request whose prefill
-   completes samples its first token at the end of the step; each decode step
-   samples one more.
+4. The step's time is the replica's step timer's (calc.serving.timer): the forward pass over
+   that ragged batch (calc.serving.stepmodel, which reproduces calc.cost.latency.mixed_step_cost),
+   or a speculative step. A request whose prefill completes samples its first token at the end
+   of the step; each decode step emits the timer's tokens (one, or the accepted drafts).
 
 TTFT = first token - arrival (queueing included); TPOT = (finish - first token) /
 (G - 1); e2e = finish - arrival. Runs of pure decode steps between events
@@ -32,7 +32,6 @@ from calc.serving.capacity import Replica
 from calc.serving.prefix import CachedPrefix
 from calc.serving.scheduler import Scheduler
 from calc.serving.simresult import SimResult
-from calc.serving.specsched import SpecScheduler
 
 __all__ = ["SimResult", "arrival_gaps", "simulate"]
 
@@ -70,7 +69,7 @@ def simulate(rep: Replica, T, G, *, rate_per_s: float | None = None, concurrency
         arrive = np.cumsum(g) / rate_per_s
     elif burst:
         arrive = np.zeros(T.size)
-    sim = (Scheduler if rep.spec is None else SpecScheduler)(rep, T, G, arrive, concurrency, prefix)
+    sim = Scheduler(rep, T, G, arrive, concurrency, prefix)
     sim.run()
     n = T.size
     order = np.argsort(sim.arrive, kind="stable")

@@ -3,7 +3,7 @@ under the SLOs, and its decode-step TPOT beside the plain one as the batch grows
 
 A pure decode step at batch B and the requests' mean decode context: plain TPOT = the
 target's decode step; speculative TPOT = (k draft steps + the k + 1-position verification)
-/ E, E the expected accepted tokens (calc.serving.specstep). Speculation trades spare compute
+/ E, E the expected accepted tokens (calc.serving.timer.SpecTimer). Speculation trades spare compute
 for fewer weight reads: at small batch a step is bound by reading the weights and the extra
 positions ride along nearly free; as B grows the verification's k + 1 positions per sequence
 make the step compute-bound and the draft's own steps stop being small, so the speedup falls
@@ -20,7 +20,7 @@ from calc.core.errors import SpecError
 from calc.cost.dtypes import Dtypes
 from calc.cost.speculative import DraftHeads, SpecConfig, draft_of
 from calc.serving.capacity import Replica
-from calc.serving.stepmodel import step_features
+from calc.serving.timer import PlainTimer
 from calc.spec.workload import LoadedWorkload
 
 BATCH_POW = 10  # batch rows up to 2^10
@@ -56,13 +56,12 @@ class SpecEffect:
 
 def batch_rows(rep: Replica, context: float, batches) -> tuple[SpecRow, ...]:
     """Plain and speculative TPOT of pure decode steps at each batch (``rep`` speculates)."""
-    ss, model = rep.spec_steps, rep.model
+    plain, spec = PlainTimer(rep.steps, rep.logits), rep.timer
+    kv = np.array([context - 1])
     out = []
     for b in batches:
-        x = step_features(model, [1.0], [context - 1], [float(b)])
-        xd = step_features(ss.draft.model, [1.0], [context - 1], [float(b)])
-        plain = float(ss.target.time_of(x, "decode"))
-        out.append(SpecRow(int(b), plain, float(ss.decode_s(x, xd)) / ss.tokens_per_step))
+        p = float(plain.decode_run(kv, 0.0, [float(b)])[0])
+        out.append(SpecRow(int(b), p, float(spec.decode_run(kv, 0.0, [float(b)])[0]) / spec.tokens_per_step))
     return tuple(out)
 
 

@@ -6,7 +6,8 @@ import pytest
 from calc import load_model
 from calc.cost.dtypes import Dtypes
 from calc.cost.opcost import Pass, attention_pairs, positions_attended, total
-from calc.cost.operators import experts_touched, pass_ops
+from calc.cost.experts import experts_touched
+from calc.cost.operators import pass_ops
 from calc.spec.model import ModelSpec
 
 
@@ -189,9 +190,15 @@ def test_ragged_pass_reads_weights_once_and_sums_attention(llama8b):
     q_mixed, q_flat = _op(mixed, "q_proj"), _op(flat, "q_proj")
     assert q_mixed.linear_flops == q_flat.linear_flops == 2 * 103 * 4096 * 4096
     assert q_mixed.weight_bytes == 4096 * 4096 * 2
-    pairs = 100 * 101 / 2 + 501 + 601 + 701
-    assert _op(mixed, "attention").attention_flops == 4 * 32 * 128 * pairs
-    assert _op(mixed, "attention").kv_read_bytes == (100 + 501 + 601 + 701) * 2 * 8 * 128 * 2
+    # the decode kernel takes the three decode tokens, the prefill kernel the chunk
+    dec, chunk = _op(mixed, "attention"), _op(mixed, "attention.chunks")
+    assert dec.attention_flops == 4 * 32 * 128 * (501 + 601 + 701)
+    assert chunk.attention_flops == 4 * 32 * 128 * (100 * 101 / 2)
+    assert dec.kv_read_bytes == (501 + 601 + 701) * 2 * 8 * 128 * 2
+    assert chunk.kv_read_bytes == 100 * 2 * 8 * 128 * 2
+    assert dec.rows == 1 and dec.sequences == 3
+    # one chunk: its rows are its length (pairs / (pairs / 100))
+    assert chunk.rows == pytest.approx(100) and chunk.sequences == 1 and chunk.present == 1
     # each of the 4 sequences gets logits for its last position
     assert _op(mixed, "lm_head").linear_flops == 2 * 4 * 4096 * 128256
 

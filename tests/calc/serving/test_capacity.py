@@ -10,7 +10,7 @@ from calc.cost.latency import mixed_step_cost
 from calc.cost.parallel import Parallel
 from calc.serving.capacity import Replica, steady_state, validate_split
 from calc.serving.kvbudget import kv_budget
-from calc.serving.stepmodel import check_step_model, step_features
+from calc.serving.stepmodel import check_step_model
 from calc.spec.catalog import load_hardware, load_model
 from calc.spec.workload import Serving
 
@@ -74,10 +74,11 @@ def test_step_model_one_decode_step_by_hand():
     rep = replica()
     new, past = np.ones(8), np.full(8, 1000.0)
     ref = float(mixed_step_cost(rep.model, rep.hw, new, past, rep.dt, rep.eff).time_s)
-    assert rep.steps.time(new, past) == pytest.approx(ref, rel=1e-12)
-    x = step_features(rep.model, new, past)
-    # [1, tokens, sequences, experts touched, pairs, positions read]
-    assert x.tolist() == [1.0, 8.0, 8.0, 0.0, 8 * 1001.0, 8 * 1001.0]
+    f = rep.steps.features(new, past)
+    assert float(rep.steps.time(f)) == pytest.approx(ref, rel=1e-12)
+    # 8 decode tokens at context 1000: each attends over 1001 positions
+    assert (f.tokens, f.logit_rows, f.decode_seqs, f.decode_tokens, f.chunk_seqs) == (8, 8, 8, 8, 0)
+    assert f.decode_pairs.tolist() == f.decode_read.tolist() == [8 * 1001.0]
 
 
 def test_closed_form_limits():

@@ -59,10 +59,27 @@ def test_one_request_through_both_pools(llama8b):
     t = simulate_disagg(p, 1, d, 1, T, G, rate_per_s=0.01, gaps=np.array([1.0]), seed=0, targets={}, link=NET,
                         overlap=False, prefix=None, prices=(1.0, 1.0))
     tx = 1000 * 131072 / 50e9 + 10e-6
-    assert t.ttft[0] == pytest.approx(p.steps.time([1000], [0]) + tx)
+    assert t.ttft[0] == pytest.approx(p.steps.step_s([1000], [0]) + tx)
     # the decode pool holds the prompt's KV: token 2 is a one-token step at 999 cached, token 3 a decode at 1000
-    assert t.tpot[0] == pytest.approx((d.steps.time([1], [999]) + d.steps.time([1], [1000])) / 2)
+    assert t.tpot[0] == pytest.approx((d.steps.step_s([1], [999]) + d.steps.step_s([1], [1000])) / 2)
     assert t.gpus == 2 and t.usd_per_hour == 2.0
+
+
+def test_layerwise_overlap_hides_behind_the_prefill_not_the_queue(llama8b):
+    """Two 2,048-token prompts arrive together; the token budget (2,048) runs one per step, so the
+    second waits a whole step. Both prefills compute the same (one 2,048-token step), so both hide
+    the same part of their transfer: exposed = max(t / 32, t - prefill (32 - 1) / 32), prefill the
+    one step's time. (Before the fix the second hid its wait too: a smaller exposed time.)"""
+    p, d = rep(llama8b), rep(llama8b)
+    T, G = np.array([2048, 2048]), np.array([2, 2])
+    slow = KVLink("slow", 2e9, 10e-6)
+    t = simulate_disagg(p, 1, d, 1, T, G, rate_per_s=1.0, gaps=np.array([1.0, 0.0]), seed=0, targets={}, link=slow,
+                        overlap=True, prefix=None, prices=(1.0, 1.0))
+    tx = 2048 * 131072 / 2e9 + 10e-6  # bytes per position: 32 x 2 x 8 x 128 x 2
+    prefill = p.steps.step_s([2048], [0])
+    assert t.prefill_sim.ttft_s[1] == pytest.approx(2 * prefill)  # it queued one step
+    exposed = max(tx / 32, tx - prefill * 31 / 32)
+    assert t.transfer_s == pytest.approx([exposed, exposed])
 
 
 def test_pareto_keeps_the_points_nobody_beats():

@@ -42,9 +42,9 @@ def test_the_ttft_floor_runs_the_prompt_in_chunks_of_the_size(tmp_path):
     T, G = np.array([4096]), np.array([20])
     small = reps[512]
     # 4096 tokens in chunks of 512: 8 steps of 512 new tokens after 0, 512, ..., 3584 cached
-    by_hand = sum(small.steps.time([512], [512 * i]) for i in range(8))
+    by_hand = sum(small.steps.step_s([512], [512 * i]) for i in range(8))
     assert floors(small, T, G)["ttft"][0] == pytest.approx(by_hand)
-    assert floors(reps[4096], T, G)["ttft"][0] == pytest.approx(reps[4096].steps.time([4096], [0]))
+    assert floors(reps[4096], T, G)["ttft"][0] == pytest.approx(reps[4096].steps.step_s([4096], [0]))
 
 
 def test_chunk_sizes_below_16_are_an_error(tmp_path):

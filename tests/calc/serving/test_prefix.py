@@ -58,8 +58,8 @@ def test_simulated_ttft_is_the_suffix_prefill_alone(rep):
     p = cached_prefix(PrefixCache(shared_tokens=2000), T, rep.kv.block_size)
     on = simulate(rep, T, G, concurrency=1, prefix=p)
     off = simulate(rep, T, G, concurrency=1)
-    assert on.first_token_s[0] == pytest.approx(rep.steps.time([100], [2000]))
-    assert off.first_token_s[0] == pytest.approx(rep.steps.time([2048], [0]) + rep.steps.time([52], [2048]))
+    assert on.first_token_s[0] == pytest.approx(rep.steps.step_s([100], [2000]))
+    assert off.first_token_s[0] == pytest.approx(rep.steps.step_s([2048], [0]) + rep.steps.step_s([52], [2048]))
     assert on.first_token_s[0] < off.first_token_s[0] / 5
 
 

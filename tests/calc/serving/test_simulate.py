@@ -47,7 +47,7 @@ def test_every_request_completes_with_consistent_times():
     assert np.allclose(r.e2e_s[many], r.ttft_s[many] + (G[many] - 1) * r.tpot_s[many])
     assert np.all(np.isnan(r.tpot_s[~many]))
     # a request's TTFT is at least its prefill alone; TPOT at least a decode step at batch 1
-    alone = np.array([rep.steps.time([min(t, 2048)], [0]) for t in T[:50]])
+    alone = np.array([rep.steps.step_s([min(t, 2048)], [0]) for t in T[:50]])
     assert np.all(r.ttft_s[:50] >= alone * (1 - 1e-9))
     assert r.timeline["running"].max() <= rep.max_batch
     assert r.timeline["kv_used"].max() <= 1.0

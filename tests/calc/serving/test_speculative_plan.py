@@ -17,8 +17,7 @@ from calc.cost.speculative import SpecConfig, verify_cost
 from calc.serving.capacity import Replica
 from calc.serving.plan import plan
 from calc.serving.simulate import simulate
-from calc.serving.specstep import decode_x, verify_delta
-from calc.serving.stepmodel import SEQUENCES, TOKENS, pairs_row, read_row
+from calc.serving.stepmodel import StepFeatures
 from calc.spec.catalog import load_hardware, load_model
 from calc.spec.workload import Serving, load_workload
 
@@ -32,29 +31,31 @@ def _rep(spec, max_batch=8, tp=1):
 
 
 def test_verification_features_by_hand():
-    # two sequences at contexts 10 and 20, k = 3: each verifies 4 positions
-    kv = np.array([10, 20])
-    x = decode_x(TARGET, kv)[:, 0]
-    v = x + verify_delta(TARGET, 3, x)
-    assert v[TOKENS] == 2 * 4 and v[SEQUENCES] == 2
+    # two sequences at contexts 10 and 20, k = 3: each verifies 4 positions, all reaching lm_head
+    f = StepFeatures.decoding((None,), np.array([10, 20]), rows=4)
+    assert f.tokens == 2 * 4 and f.logit_rows == 2 * 4 and f.decode_seqs == 2 and f.chunk_seqs == 0
     # pairs: sum (k+1) S + (k+1)(k+2)/2 = (4*10 + 10) + (4*20 + 10)
-    assert v[pairs_row(0)] == (4 * 10 + 10) + (4 * 20 + 10)
-    assert v[read_row(0)] == (10 + 4) + (20 + 4)  # S + k + 1 positions read
+    assert f.decode_pairs[0] == (4 * 10 + 10) + (4 * 20 + 10)
+    assert f.decode_read[0] == (10 + 4) + (20 + 4)  # S + k + 1 positions read
+    # the same from the groups themselves
+    g = StepFeatures.of((None,), [4.0, 4.0], [10.0, 20.0], logits=4, decode_rows=4)
+    assert g == f or all(np.array_equal(getattr(g, n), getattr(f, n)) for n in f.__dataclass_fields__)
 
 
 def test_spec_step_matches_the_cost_layer():
-    """A pure decode step at batch B and context S = calc.cost.speculative's verification + k draft steps."""
+    """A pure decode step at batch B and context S = calc.cost.speculative's verification + k draft
+    passes, the draft's passes without the engine's step overhead (run inside the target's step)."""
     rep = _rep(SpecConfig(4, 0.7, draft=DRAFT))
     B, S, k = 8, 1000, 4
-    ss = rep.spec_steps
-    kv = np.full(B, S)
-    got = float(ss.decode_s(decode_x(TARGET, kv)[:, 0], decode_x(DRAFT, kv)[:, 0]))
+    timer = rep.timer
+    got = float(timer.decode_run(np.full(B, S), 0.0)[0])
     eff = Efficiency.of(H100)
     ddt = Dtypes.resolve(DRAFT, DT.weight, DT.kv, DT.compute)
+    draft = decode_cost(DRAFT, H100, B, S, ddt, eff, "fused", rep.draft.parallel)
     want = (float(verify_cost(TARGET, H100, B, S, k, DT, eff, "fused", rep.par).time_s)
-            + k * float(decode_cost(DRAFT, H100, B, S, ddt, eff, "fused", rep.draft.parallel).time_s))
+            + k * (float(draft.time_s) - draft.step_overhead_s))
     assert got == pytest.approx(want, rel=1e-9)
-    assert ss.tokens_per_step == pytest.approx((1 - 0.7**5) / (1 - 0.7))
+    assert timer.tokens_per_step == pytest.approx((1 - 0.7**5) / (1 - 0.7))
 
 
 def test_draft_in_the_kv_budget():

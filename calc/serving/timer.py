@@ -1,0 +1,147 @@
+"""Step timers: what one scheduler step costs and what it emits, behind one protocol.
+
+The scheduler, the closed form and the floors describe a step by what it runs, whatever the
+model: the decoding sequences' cached contexts ``kv`` and the prompt chunks (``new`` tokens after
+``past`` cached ones), each with a weight (the closed form's fractional counts; default 1). A
+timer prices it and says what a decoding sequence emits; nobody else builds step features.
+
+* ``PlainTimer``: one forward pass of the model (calc.serving.stepmodel), one token per
+  decoding sequence per step.
+* ``SpecTimer``: speculative decoding (calc.cost.speculative). Per step, each decoding sequence
+  at context S is verified by the target over k + 1 positions (all reaching lm_head; the
+  decode kernel runs them, vLLM's decode threshold 1 + k), beside any prompt chunks, in one
+  pass that pays the engine's step overhead once; the draft runs k passes inside that step,
+  each paying ``draft_pass_s`` (calc.cost.speculative.DRAFT_PASS_S): the first is ragged when
+  the step carries chunks (the draft's KV must cover the prompt too), the other k - 1 are
+  decode passes (none when nothing decodes). The draft's passes are priced at context S.
+  Step j (the replica-wide acceptance clock) emits floor(E (j + 1)) - floor(E j) tokens per
+  decoding sequence, E = (1 - alpha^(k+1)) / (1 - alpha), so every request averages E (the
+  per-request spread of accepted runs is left out: it changes the tail, not the means); a
+  verification takes k + 1 slots of the token budget (as vLLM counts them).
+
+Every method returns (seconds [steps], seconds under each of calc.cost.roofline.BOUNDS [3, steps]:
+calc.serving.stepmodel.bound_of labels them).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from calc.serving.stepmodel import StepFeatures, StepModel
+
+_NONE = np.zeros(0)
+
+
+class StepTimer(Protocol):
+    tokens_per_step: float  # expected tokens a decoding sequence emits per step
+    decode_slots: int  # token-budget slots a decoding sequence takes per step
+
+    def emitted(self, clock: int, steps: int) -> np.ndarray:
+        """Tokens each decoding sequence has emitted after each of the next ``steps`` steps
+        (cumulative), from step ``clock`` of the replica's steps with decode tokens."""
+
+    def emits(self, clock: int) -> int:
+        """Tokens each decoding sequence emits in step ``clock``: emitted(clock, 1)[0]."""
+
+    def decode_run(self, kv, ahead, weight=None) -> tuple[np.ndarray, np.ndarray]:
+        """Pure decode steps of the sequences at contexts ``kv`` [N] + ``ahead`` (one step per value)."""
+
+    def step(self, kv, new=_NONE, past=_NONE, kv_weight=None, weight=None) -> tuple[np.ndarray, np.ndarray]:
+        """Steps running the decoding sequences at ``kv`` and the chunks (new, past) [..., groups]."""
+
+    def one(self, kv, chunk=(), past=()) -> tuple[float, np.ndarray]:
+        """One step as the scheduler runs it (``chunk``, ``past``: lists): ``step``'s answer, fast."""
+
+
+def _phase(new) -> str:
+    return "prefill" if np.size(new) else "decode"
+
+
+@dataclass(frozen=True)
+class PlainTimer:
+    steps: StepModel
+    logits: int = 1  # positions of a prompt chunk reaching lm_head (the preset's policy: 1, or all)
+    tokens_per_step: float = 1.0
+    decode_slots: int = 1
+
+    def emitted(self, clock: int, steps: int) -> np.ndarray:
+        return np.arange(1, steps + 1)
+
+    def emits(self, clock: int) -> int:
+        return 1
+
+    def decode_run(self, kv, ahead, weight=None):
+        sm = self.steps
+        return sm.time_and_shares(StepFeatures.decoding(sm.windows, kv, ahead, weight=weight), "decode")
+
+    def one(self, kv, chunk=(), past=()):
+        sm = self.steps
+        return sm.time_and_shares(StepFeatures.one(sm.windows, kv, chunk, past, logits=self.logits),
+                                  "prefill" if chunk else "decode")
+
+    def step(self, kv, new=_NONE, past=_NONE, kv_weight=None, weight=None):
+        sm = self.steps
+        f = StepFeatures.decoding(sm.windows, kv, weight=kv_weight)
+        if np.size(new):
+            f = f + sm.features(new, past, weight, self.logits)
+        return sm.time_and_shares(f, _phase(new))
+
+
+@dataclass(frozen=True)
+class SpecTimer:
+    target: StepModel
+    draft: StepModel  # fitted with the draft's per-pass cost as its step overhead
+    k: int
+    tokens_per_step: float
+    logits: int = 1
+
+    @property
+    def decode_slots(self) -> int:
+        return self.k + 1
+
+    def emitted(self, clock: int, steps: int) -> np.ndarray:
+        i = np.arange(1, steps + 1)
+        return (np.floor(self.tokens_per_step * (clock + i)) - math.floor(self.tokens_per_step * clock)).astype(np.int64)
+
+    def emits(self, clock: int) -> int:
+        E = self.tokens_per_step
+        return math.floor(E * (clock + 1)) - math.floor(E * clock)
+
+    def decode_run(self, kv, ahead, weight=None):
+        t, d, k = self.target, self.draft, self.k
+        vt, vs = t.time_and_shares(StepFeatures.decoding(t.windows, kv, ahead, k + 1, weight), "decode")
+        dt, ds = d.time_and_shares(StepFeatures.decoding(d.windows, kv, ahead, weight=weight), "decode")
+        return vt + k * dt, vs + k * ds
+
+    def one(self, kv, chunk=(), past=()):
+        t, d, k = self.target, self.draft, self.k
+        phase = "prefill" if chunk else "decode"
+        vt, vs = t.time_and_shares(StepFeatures.one(t.windows, kv, chunk, past, k + 1, k + 1, self.logits), phase)
+        f1, s1 = d.time_and_shares(StepFeatures.one(d.windows, kv, chunk, past, logits=self.logits), phase)
+        if not chunk:  # k decode passes
+            return vt + k * f1, vs + k * s1
+        if not kv.size:  # the draft prefills the chunks; nothing decodes
+            return vt + f1, vs + s1
+        fr, sr = d.time_and_shares(StepFeatures.one(d.windows, kv), "decode")
+        return vt + f1 + (k - 1) * fr, vs + s1 + (k - 1) * sr
+
+    def step(self, kv, new=_NONE, past=_NONE, kv_weight=None, weight=None):
+        t, d, k = self.target, self.draft, self.k
+        phase = _phase(new)
+        ft = StepFeatures.decoding(t.windows, kv, rows=k + 1, weight=kv_weight)
+        fd = StepFeatures.decoding(d.windows, kv, weight=kv_weight)
+        if np.size(new):
+            ft = ft + t.features(new, past, weight, self.logits, k + 1)
+            first = fd + d.features(new, past, weight, self.logits)
+        else:
+            first = fd
+        vt, vs = t.time_and_shares(ft, phase)
+        f1, s1 = d.time_and_shares(first, phase)
+        decoding = np.minimum(fd.decode_seqs, 1.0)  # no decode passes when nothing decodes
+        fr, sr = d.time_and_shares(fd, "decode")
+        rest = (k - 1) * decoding * sr  # the same for every step of a vectorised call: [3]
+        return vt + f1 + (k - 1) * decoding * fr, vs + s1 + rest.reshape(rest.shape + (1,) * (vs.ndim - rest.ndim))
