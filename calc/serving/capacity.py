@@ -46,6 +46,7 @@ class Replica:
     spec: SpecConfig | None = None  # speculative decoding, when the replica runs it
     pp: int = 1  # pipeline stages (GPUs per replica: tp x pp)
     ep: int = 1  # expert parallelism over the TP GPUs (MoE)
+    imbalance: float = 1.0  # MoE under EP: the busiest GPU's routed load over the mean (calc.cost.parallel)
     nodes: int = 1  # nodes the replica spans (> 1: ``hw``'s interconnect is the network between them)
     logits: int | None = None  # positions of a prompt chunk reaching lm_head; None: the preset's policy (1, or all)
 
@@ -58,7 +59,7 @@ class Replica:
 
     @property
     def par(self) -> Parallel:
-        return Parallel(tp=self.tp, pp=self.pp, ep=self.ep)
+        return Parallel(tp=self.tp, pp=self.pp, ep=self.ep, imbalance=self.imbalance)
 
     @property
     def gpus(self) -> int:
