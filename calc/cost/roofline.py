@@ -18,8 +18,9 @@ launch cost. ``kernels`` is the engine's kernel set's count for the operator. We
 (EngineSpec.weight_only) take its compute and memory fractions times the 16-bit ones and its
 fixed time per kernel, on curves and on the efficiency model alike.
 
-"bound" is whichever of the two terms won, or "measured" when tables gave most of the
-pass's time. Intensity is FLOPs / bytes.
+An operator's bound is whichever of its two terms won; a pass's is where its time goes (the
+largest of its seconds in compute-bound operators, memory-bound ones and collectives:
+bound_of), or "measured" when tables gave most of the pass's time. Intensity is FLOPs / bytes.
 """
 
 from __future__ import annotations
@@ -198,10 +199,22 @@ class PhaseCost:
     def intensity(self) -> np.ndarray:
         return self.flops / self.bytes
 
+    @cached_property
+    def time_shares(self) -> np.ndarray:
+        """Seconds [3, ...] in BOUNDS order: in compute-bound operators, in memory-bound ones (each
+        its larger roof term, or its table's time), and in collectives."""
+        def roof(t):
+            return (t.measured_s if t.measured_s is not None else np.maximum(t.compute_s, t.memory_s)) * t.op.layers
+        comp = [t for t in self.ops if t.op.kind != "comm"]
+        c = accumulate(np.where(t.compute_bound, roof(t), 0.0) for t in comp)
+        m = accumulate(np.where(t.compute_bound, 0.0, roof(t)) for t in comp)
+        shape = np.broadcast_shapes(np.shape(c), np.shape(m), np.shape(self.comm_s))
+        return np.stack([np.broadcast_to(v, shape) for v in (c, m, self.comm_s)])
+
     @property
     def compute_bound(self) -> np.ndarray:
-        """The phase is compute-bound when its operators' compute terms outweigh memory terms."""
-        return self.compute_s >= self.memory_s
+        """The phase is compute-bound when most of its operators' time is in compute-bound ones."""
+        return self.bound_code == 0
 
     @cached_property
     def measured_s(self) -> np.ndarray:
@@ -210,15 +223,34 @@ class PhaseCost:
 
     @property
     def bound_code(self) -> np.ndarray:
-        """Index into BOUNDS: 0 compute, 1 memory, 2 communication (collectives outweigh both)."""
-        comm = self.comm_s > np.maximum(self.compute_s, self.memory_s)
-        return np.where(comm, np.int8(2), np.where(self.compute_bound, np.int8(0), np.int8(1)))
+        """Index into BOUNDS: where the pass's time goes (bound_code_of its time_shares)."""
+        return self._full(bound_code_of(self.time_shares))
 
     @property
     def bound(self):
         """compute, memory, or communication when collectives outweigh both; "measured" when
         kernel tables gave more than half of the pass's time."""
         return np.where(self.measured_s > 0.5 * self.time_s, "measured", BOUNDS[self.bound_code])
+
+
+def bound_code_of(shares) -> np.ndarray:
+    """The bound rule, once: a pass, a step or a run of steps is labelled by where its time goes,
+    the largest of its seconds in compute-bound operators, in memory-bound ones and in collectives
+    (``shares`` [3, ...] in BOUNDS order; a tie goes to the first), not by its aggregate FLOP/B:
+    Llama-3.1-8B's 512-token prefill on an L4 has FLOP/B 342 under the ridge 403, yet most of its
+    time is in compute-bound GEMMs. Returns the index into BOUNDS."""
+    return np.argmax(np.asarray(shares), axis=0).astype(np.int8)
+
+
+def bound_of(shares):
+    """BOUNDS[bound_code_of(shares)]: "compute", "memory" or "communication"."""
+    shares = np.asarray(shares)
+    if shares.ndim == 1:
+        return _BOUND_NAMES[int(shares.argmax())]
+    return BOUNDS[bound_code_of(shares)]
+
+
+_BOUND_NAMES = BOUNDS.tolist()
 
 
 def phase_cost(ops: list[OpCost], hw: HardwareSpec, dt: Dtypes, eff: Efficiency,

@@ -20,10 +20,11 @@ from calc.cost.efficiency import Efficiency, pass_options
 from calc.cost.opcost import Pass
 from calc.cost.operators import pass_ops
 from calc.cost.parallel import Parallel, check, link
+from calc.cost.roofline import bound_of
 from calc.cost.speculative import Draft, SpecConfig, draft_efficiency, draft_of, expected_tokens
 from calc.serving.kvbudget import KVBudget, kv_budget
 from calc.serving.prefix import CachedPrefix
-from calc.serving.stepmodel import StepModel, bound_of, step_model
+from calc.serving.stepmodel import StepModel, step_model
 from calc.serving.timer import PlainTimer, SpecTimer, StepTimer
 from calc.spec.hardware import HardwareSpec, Interconnect
 from calc.spec.model import ModelSpec

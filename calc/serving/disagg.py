@@ -25,7 +25,6 @@ rate / y.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -35,6 +34,7 @@ from calc.core import text as render
 from calc.serving.capacity import Replica
 from calc.serving.floors import floors
 from calc.serving.prefix import CachedPrefix
+from calc.serving.simresult import latency_percentile
 from calc.serving.simulate import SimResult, simulate
 from calc.serving.trial import BACKLOG_LIMIT
 from calc.spec.workload import Target
@@ -112,7 +112,7 @@ class DisaggTrial:
         out = {}
         for m, v in (("ttft", self.ttft), ("tpot", self.tpot), ("e2e", self.e2e)):
             for q in (50, 90, 99):
-                out[f"{m}_p{q}"] = float(np.percentile(v, q)) if v.size else math.nan
+                out[f"{m}_p{q}"] = latency_percentile(v, q)
         return out
 
     @property

@@ -8,6 +8,7 @@ import numpy as np
 from calc.core import text as render
 from calc.serving.capacity import Replica
 from calc.serving.prefix import CachedPrefix
+from calc.serving.simresult import latency_percentile
 from calc.spec.workload import Target
 
 
@@ -36,9 +37,9 @@ def floor_reason(floors, targets) -> tuple[str, str] | None:
         t = Target.of(key, target)
         if t.metric not in floors:
             continue
-        v = floors[t.metric][~np.isnan(floors[t.metric])]
-        if v.size and np.percentile(v, t.percentile) > target:
+        floor = latency_percentile(floors[t.metric], t.percentile)
+        if floor > target:  # nan (no request has the metric) compares False
             what = "its prefill" if t.metric == "ttft" else "a decode step at batch 1"
             return t.metric, (f"{t.label} floor: alone on an idle replica, {what} takes "
-                              f"{render.seconds(float(np.percentile(v, t.percentile)))} (p{t.percentile}) > {render.seconds(target)}")
+                              f"{render.seconds(floor)} (p{t.percentile}) > {render.seconds(target)}")
     return None

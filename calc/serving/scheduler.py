@@ -9,10 +9,9 @@ from collections import deque
 
 import numpy as np
 
-from calc.cost.roofline import BOUNDS
+from calc.cost.roofline import BOUNDS, bound_of
 from calc.serving.capacity import Replica
 from calc.serving.prefix import CachedPrefix
-from calc.serving.stepmodel import bound_of
 
 # ndarray.sum/min through numpy's Python wrappers cost more than the small sums they do here
 _sum, _min = np.add.reduce, np.minimum.reduce
@@ -87,7 +86,7 @@ class Scheduler:
                 "output_tokens": out}
 
     def _tally(self, total_s: float, shares) -> None:
-        """Add a step, or a run of steps, to the bound its time goes to (calc.serving.stepmodel.bound_of)."""
+        """Add a step, or a run of steps, to the bound its time goes to (calc.cost.roofline.bound_of)."""
         self.bound_time[str(bound_of(shares))] += total_s
 
     def arrivals(self):

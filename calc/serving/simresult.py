@@ -11,6 +11,14 @@ import numpy as np
 from calc.spec.workload import Target
 
 
+def latency_percentile(values, q: float) -> float:
+    """The q-th percentile of latencies (seconds), nan values left out; nan when none is left.
+    The one place the planner's p50/p90/p99 are taken (simulations, disaggregated pools, floors)."""
+    v = np.asarray(values, float)
+    v = v[~np.isnan(v)]
+    return float(np.percentile(v, q)) if v.size else math.nan
+
+
 @dataclass(frozen=True)
 class Phases:
     """A run in the three parts benchmark tools keep apart (AIPerf's warm-up phase,
@@ -80,8 +88,7 @@ class SimResult:
         return v[~np.isnan(v)]
 
     def percentile(self, name: str, q: float) -> float:
-        v = self.metric(name)
-        return float(np.percentile(v, q)) if v.size else math.nan
+        return latency_percentile(self.metric(name), q)
 
     def _window(self) -> tuple[float, float]:
         """Steady window: from the 10% to the 90% request completion."""

@@ -25,12 +25,11 @@ from calc.cost.latency import mixed_step_cost
 from calc.cost.opcost import Pass, attention_pairs, positions_attended
 from calc.cost.operators import pass_ops
 from calc.cost.parallel import SINGLE, Parallel, allreduce_times, link
-from calc.cost.roofline import BOUNDS, phase_cost
+from calc.cost.roofline import bound_of, phase_cost
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
 
 _sum, _min = np.add.reduce, np.minimum.reduce
-_BOUND_NAMES = BOUNDS.tolist()
 EXACT = 1e-6  # the worst relative error a fitted model may have on its own sample steps
 
 
@@ -265,7 +264,7 @@ class StepModel:
 
     def time_and_shares(self, f: StepFeatures, phase: str = "decode") -> tuple[np.ndarray, np.ndarray]:
         """(step times, seconds under each of BOUNDS [3, ...]: the operators' larger roof terms,
-        compute or memory, and the collectives: see bound_of)."""
+        compute or memory, and the collectives: calc.cost.roofline.bound_of labels them)."""
         if isinstance(f.tokens, float):
             return self._one(self.vector(f), phase)
         comp, mem, a, comm, groups, shape = self._eval(f, phase)
@@ -299,18 +298,8 @@ class StepModel:
         return comp.sum(axis=0).reshape(shape), mem.sum(axis=0).reshape(shape), comm.reshape(shape)
 
     def bound(self, f: StepFeatures, phase: str = "decode"):
+        """calc.cost.roofline.bound_of the step's time shares: where its time goes."""
         return bound_of(self.time_and_shares(f, phase)[1])
-
-
-def bound_of(shares) -> np.ndarray | str:
-    """The bound rule, once: a step (or phase, or run of steps) is labelled by where its time goes,
-    the largest of its seconds in compute-bound operators, in memory-bound ones and in
-    collectives (``shares`` [3, ...] in BOUNDS order; a tie goes to the first), not by its
-    aggregate FLOP/B."""
-    shares = np.asarray(shares)
-    if shares.ndim == 1:
-        return _BOUND_NAMES[int(shares.argmax())]
-    return BOUNDS[np.argmax(shares, axis=0)]
 
 
 def _sample(rng, K: int, S: int, windows_max: int = 4096):

@@ -20,7 +20,7 @@ timer prices it and says what a decoding sequence emits; nobody else builds step
   verification takes k + 1 slots of the token budget (as vLLM counts them).
 
 Every method returns (seconds [steps], seconds under each of calc.cost.roofline.BOUNDS [3, steps]:
-calc.serving.stepmodel.bound_of labels them).
+calc.cost.roofline.bound_of labels them).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ import pytest
 
 from calc import load_model
 from calc.cost.dtypes import Dtypes
-from calc.cost.opcost import Pass, attention_pairs, positions_attended, total
 from calc.cost.experts import experts_touched
+from calc.cost.opcost import Pass, attention_pairs, positions_attended, total
 from calc.cost.operators import pass_ops
 from calc.spec.model import ModelSpec
 

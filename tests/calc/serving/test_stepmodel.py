@@ -15,9 +15,10 @@ from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
 from calc.cost.latency import mixed_step_cost
 from calc.cost.parallel import allreduce_times, link
+from calc.cost.roofline import bound_of
 from calc.cost.speculative import SpecConfig, draft_efficiency
 from calc.serving.capacity import Replica
-from calc.serving.stepmodel import StepFeatures, bound_of
+from calc.serving.stepmodel import StepFeatures
 from calc.spec.catalog import load_hardware, load_model
 from calc.spec.workload import Serving
 
