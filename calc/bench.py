@@ -9,7 +9,10 @@ process, all threads) are printed beside wall seconds. The load average is print
 2. The whole-request estimate (prefill, TPOT over the decode steps, memory) in one call over a
    million (B, T, G) scenarios given as grid axes, as `calc.sweep` passes them.
 3. A 1,000,000-scenario `calc.sweep` written as CSV and as Parquet (frame + file).
-4. Every example plan (reports/plans/workloads/*.yaml) at its own request count, alone and
+4. The web page (`roofline serve` in a child process): server time of an estimate and of the
+   Explore page's default request (4 curves of 200 points), from the Server-Timing header, and
+   the Estimate page's first load in headless Chromium (cache off), when the system has one.
+5. Every example plan (reports/plans/workloads/*.yaml) at its own request count, alone and
    with its report and charts (what `roofline plan --out` writes), and one 50,000-request
    simulation (one H100 at the chat workload's lengths and rate, overloaded: its backlog grows).
 """
@@ -173,6 +176,21 @@ def simulation(n: int = 50_000, runs: int = 3) -> tuple[float, float, int]:
     return wall, cpu, sim.steps
 
 
+def web(runs: int = 30) -> dict:
+    """The page's figures (calc.web.local.speed), printed."""
+    from calc.web import local
+
+    with local.running() as base:
+        fig = local.speed(base, runs)
+    print(f"web: estimate request {fig['estimate_ms']:.1f} ms server time (median of {runs}; target <= 20 ms); "
+          f"Explore's 4 curves x 200 points {fig['explore_ms']:.1f} ms (target <= 50 ms)")
+    load = fig["first_load_ms"]
+    print("web: Estimate page's first load " + (f"{load:.0f} ms to its numbers in headless Chromium, cache off "
+                                                "(median of 5; target <= 1000 ms)" if load is not None else
+                                                "not measured: no /usr/bin/chromium and chromedriver"))
+    return fig
+
+
 def _load() -> str:
     one, five, _ = os.getloadavg()
     return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} CPUs"
@@ -196,6 +214,7 @@ def main(argv: list[str] | None = None) -> None:
         wall, cpu = files[suffix]
         print(f"calc.sweep over {files['rows']:,} scenarios -> {suffix}: {wall:.2f} s wall, {cpu:.2f} s CPU "
               f"(median of {r}; target <= {target:g} s)")
+    web(10 if quick else 30)
     if not (REPO_ROOT / "reports" / "plans" / "workloads").is_dir():
         print("plans and the simulation: the example workloads are in the repository (reports/plans/); run it there")
         print(f"done: {_load()}")

@@ -16,6 +16,7 @@ import sys
 from calc.cli import catalog, estimate, plan, compare, sweep  # noqa: F401  (registered in this order)
 from calc.cli.base import app
 import validate.cli  # noqa: F401  (validate, calibrate, validate-comm; torch only inside them)
+import calc.web.command  # noqa: F401  (serve; the web stack only inside it)
 
 __all__ = ["app", "main"]
 

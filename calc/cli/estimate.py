@@ -56,9 +56,27 @@ def estimate_cmd(
     T .. T+G-2; TPOT is their mean. FLOPs count a multiply-add as 2. With --spec-draft or
     --spec-heads, the speculative TPOT (k drafted tokens, one verification pass) is shown beside it.
     """
+    from calc.render.estimate import estimate_rows_text, estimate_text, flat_record
+
+    recs = estimate_json(model, hardware, batch, prompt_len, output_len, scenario, spec_draft, spec_heads, spec_k,
+                         spec_accept, bands)
+    if fmt is Format.json:
+        typer.echo(render.to_json(recs[0] if len(recs) == 1 else recs))
+    elif fmt is Format.csv:
+        typer.echo(render.to_csv(flat_record(r) for r in recs), nl=False)
+    else:
+        typer.echo(estimate_text(recs[0]) if len(recs) == 1 else estimate_rows_text(recs))
+
+
+def estimate_json(model: str, hardware: str, batch: str = "1", prompt_len: str = "512", output_len: str = "128",
+                  scenario: Scenario = DEFAULT_SCENARIO, spec_draft: str | None = None, spec_heads: str | None = None,
+                  spec_k: int | None = None, spec_accept: float | None = None, bands: bool = True) -> list[dict]:
+    """The records `estimate --format json` prints (one per scenario), from the options as parsed:
+    the command and the web API (calc.web) both answer with these."""
     from calc.cost.latency import estimate
     from calc.cost.speculative import speculative
-    from calc.render.estimate import estimate_records, estimate_rows_text, estimate_text, flat_record
+    from calc.render.estimate import estimate_records
+    from calc.spec.bands import bands_for
 
     spec, hw = load_model(model), scenario.hardware(hardware)
     scenario.check_applies([spec])
@@ -72,16 +90,8 @@ def estimate_cmd(
     grid = np.meshgrid(B, T, G, indexing="ij")
     est = estimate(spec, hw, *grid, scenario.setup())
     spec_cfg = spec_config(spec_draft, spec_heads, spec_k, spec_accept)
-    from calc.spec.bands import bands_for
-
-    recs = estimate_records(est, speculative(est, spec_cfg) if spec_cfg is not None else None,
+    return estimate_records(est, speculative(est, spec_cfg) if spec_cfg is not None else None,
                             bands_for(hw) if bands else None)
-    if fmt is Format.json:
-        typer.echo(render.to_json(recs[0] if len(recs) == 1 else recs))
-    elif fmt is Format.csv:
-        typer.echo(render.to_csv(flat_record(r) for r in recs), nl=False)
-    else:
-        typer.echo(estimate_text(recs[0]) if len(recs) == 1 else estimate_rows_text(recs))
 
 
 class Phase(str, Enum):

@@ -115,12 +115,17 @@ def with_scenario(fn):
 
     @functools.wraps(fn)
     def wrapper(**kwargs):
-        scenario = Scenario(**{n: kwargs.pop(n) for n, _, _ in _SCENARIO_OPTIONS})
-        return fn(scenario=scenario, **kwargs)
+        return fn(scenario=scenario_of(kwargs), **kwargs)
 
     wrapper.__signature__ = sig.replace(parameters=params)
     wrapper.__annotations__ = {q.name: q.annotation for q in params}
     return wrapper
+
+
+def scenario_of(kwargs: dict) -> Scenario:
+    """The Scenario of a command's parsed options, popped from ``kwargs`` (the rest stay): what
+    with_scenario hands a command, and what the web API builds from the same parsed options."""
+    return Scenario(**{n: kwargs.pop(n) for n, _, _ in _SCENARIO_OPTIONS if n in kwargs})
 
 
 _OUTPUT_OPTIONS = ("spec_draft", "columns", "out", "fmt")  # the scenario options go before these

@@ -58,19 +58,40 @@ def sweep_cmd(
     band (ttft_band_lo_s, ttft_band_hi_s, ...: where 80% of held-out measurements fell). Vectorised: a
     million scenarios take seconds (writing a CSV that size takes longer than computing it).
     """
-    from calc import sweep
     from calc.core.progress import bar
-    from calc.cost.sweep import MAX_SCENARIOS, MAX_SCENARIOS_YES
     from calc.render.frames import check_table_path, print_csv, write_frame
-    from calc.spec.bands import bands_for
 
     if out is not None:
         check_table_path(out)
+    with bar("sweep", quiet) as progress:
+        frame = sweep_frame(model, hardware, batch, prompt_len, output_len, context, scenario, spec_draft, spec_heads,
+                            spec_k, spec_accept, bands, columns, yes, progress=progress)
+    if out is None:
+        print_csv(frame)
+    else:
+        write_frame(frame, out)
+        typer.echo(f"wrote {len(frame):,} scenarios x {frame.shape[1]} columns to {out}", err=True)
+
+
+def sweep_frame(model: str = "llama-3.1-8b", hardware: str = "h100-sxm", batch: str = "1", prompt_len: str = "512",
+                output_len: str = "128", context: str | None = None, scenario: Scenario = DEFAULT_SCENARIO,
+                spec_draft: str | None = None, spec_heads: str | None = None, spec_k: int | None = None,
+                spec_accept: float | None = None, bands: bool = True, columns: str | None = None, yes: bool = False, *,
+                max_scenarios: int | None = None, progress=None):
+    """The frame `sweep` writes, from the options as parsed (the command and the web API both
+    call it); ``max_scenarios`` lowers the cap (the web page's), named in the error."""
+    from calc import sweep
+    from calc.core.progress import silent
+    from calc.cost.sweep import MAX_SCENARIOS, MAX_SCENARIOS_YES
+    from calc.spec.bands import bands_for
+
     scenario.check_applies([load_model(m) for m in split_names(model)])
     if context is not None:
         prompt_len, output_len = context, "2"
     cap = MAX_SCENARIOS_YES if yes else MAX_SCENARIOS
     hint = "the most a sweep runs" if yes else "pass --yes to run up to 100,000,000"
+    if max_scenarios is not None:
+        cap, hint = min(cap, max_scenarios), "the most one request runs"
 
     def values(text, option):
         return parse_values(text, option, max_count=cap, raise_hint=hint)
@@ -86,8 +107,7 @@ def sweep_cmd(
         max_scenarios=cap,
     )
     try:
-        with bar("sweep", quiet) as progress:
-            frame = sweep(**grid, progress=progress)
+        frame = sweep(**grid, progress=progress or silent)
     except TooLarge as exc:
         raise SpecError(exc.path, exc.field, f"{exc.problem} ({hint})") from None
     if columns:
@@ -99,11 +119,7 @@ def sweep_cmd(
         inputs = ["model", "hardware", "weight_dtype", "kv_dtype", "compute_dtype", "tp", "pp", "gpus", "batch",
                   "prompt_tokens", "output_tokens"]
         frame = frame[inputs + [c for c in keep if c not in inputs]]
-    if out is None:
-        print_csv(frame)
-    else:
-        write_frame(frame, out)
-        typer.echo(f"wrote {len(frame):,} scenarios x {frame.shape[1]} columns to {out}", err=True)
+    return frame
 
 
 @command("plot")

@@ -16,6 +16,13 @@ TERA = 1e12
 GIGA = 1e9
 MICRO = 1e-6
 MILLI = 1e-3
+HOUR_S = 3600.0
+MILLION = 1e6
+
+
+def usd_per_million_tokens(usd_per_hour, tokens_per_s):
+    """USD per million tokens at ``tokens_per_s`` for ``usd_per_hour`` (numbers or arrays)."""
+    return usd_per_hour / HOUR_S / tokens_per_s * MILLION
 
 # Canonical dtype name -> bytes per element.  Sub-byte widths are fractions,
 # never integer-divided.

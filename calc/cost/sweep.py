@@ -15,6 +15,7 @@ import numpy as np
 
 from calc.core.errors import SpecError, TooLarge
 from calc.core.progress import Progress, silent
+from calc.core.units import usd_per_million_tokens
 from calc.cost.latency import estimate
 from calc.cost.roofline import BOUNDS
 from calc.cost.setup import Setup
@@ -58,7 +59,7 @@ def _band_columns(est, cols: dict, table) -> dict[str, np.ndarray]:
     return out
 
 
-def _columns(est, model, hw, tp, spec=None, bands=None) -> dict[str, np.ndarray]:
+def columns(est, model, hw, tp, spec=None, bands=None) -> dict[str, np.ndarray]:
     """The DataFrame columns of one vectorised estimate, each in a shape that broadcasts to the
     scenarios' (text columns as codes into TEXT's labels); with ``spec`` (a SpecConfig) the
     speculative-decoding columns too; with ``bands`` (a calc.spec.bands.BandTable) the band columns."""
@@ -80,9 +81,8 @@ def _columns(est, model, hw, tp, spec=None, bands=None) -> dict[str, np.ndarray]
         "kv_cache_bytes": est.kv_cache_bytes,
     }
     if hw.price is not None:
-        usd_per_s = hw.price.usd_per_hour * gpus / 3600.0
         cols["usd_per_hour"] = hw.price.usd_per_hour * gpus
-        cols["usd_per_million_output_tokens"] = usd_per_s / out_tps * 1e6
+        cols["usd_per_million_output_tokens"] = usd_per_million_tokens(hw.price.usd_per_hour * gpus, out_tps)
     if bands is not None and not est.ideal:
         cols.update(_band_columns(est, cols, bands))
     if spec is not None:
@@ -171,7 +171,7 @@ def sweep(model: ModelSpec | list[ModelSpec], hardware: HardwareSpec | list[Hard
             # one call over the block's axes (B x T x G, not expanded): rows in nested order
             est = estimate(m, hw, bv[bs, None, None], tv[None, ts, None], gv[None, None, :], setup)
             shape, size = np.shape(est.batch), np.size(est.batch)
-            for k, v in _columns(est, m, hw, tp_n, spec, table).items():
+            for k, v in columns(est, m, hw, tp_n, spec, table).items():
                 if k not in cols:
                     cols[k] = np.empty(total, dtype=_dtype(k, v))
                 np.copyto(cols[k][row:row + size].reshape(shape), v, casting="unsafe")

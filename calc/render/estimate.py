@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from calc.core import text as render
+from calc.core.units import usd_per_million_tokens
 from calc.cost.latency import Estimate
 from calc.cost.roofline import PhaseCost
 from calc.cost.speculative import SpecEstimate
@@ -99,6 +100,7 @@ def estimate_records(est: Estimate, spec: SpecEstimate | None = None, bands=None
     ((table or None, whence): calc.spec.bands.bands_for), the prediction bands beside each time and rate."""
     shape = np.shape(est.batch)
     hw = est.hardware
+    usd_h = hw.price.usd_per_hour * est.parallel.gpus if hw.price is not None else None  # all the request's GPUs
     out = []
     for i in np.ndindex(shape) if shape else [()]:
         G = _at(est.output_len, i)
@@ -131,6 +133,9 @@ def estimate_records(est: Estimate, spec: SpecEstimate | None = None, bands=None
             "output_tokens_per_s": _at(est.output_tokens_per_s, i),
             "total_tokens_per_s": _at(est.total_tokens_per_s, i),
             "ridge_point": hw.ridge_point(est.dtypes.compute),
+            "usd_per_hour": usd_h,
+            "usd_per_million_output_tokens": (None if usd_h is None else
+                                              _at(usd_per_million_tokens(usd_h, est.output_tokens_per_s), i)),
             "communication": {
                 "prefill": {"bytes": _at(est.prefill.comm_bytes, i), "time_s": _at(est.prefill.comm_s, i)},
                 "decode": {"bytes": _at(est.decode.comm_bytes, i), "time_s": _at(est.decode.comm_s, i)},

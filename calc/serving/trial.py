@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from calc.core import text as render
+from calc.core.units import usd_per_million_tokens
 from calc.serving.capacity import Replica, SteadyState
 from calc.serving.simulate import SimResult
 from calc.spec.scheduler import engine_args_of
@@ -75,7 +76,7 @@ class Trial:
     def usd_per_million_output_tokens(self) -> float | None:
         if self.usd_per_hour is None or not self.output_tokens_per_s > 0:
             return None
-        return self.usd_per_hour / (self.output_tokens_per_s * 3600) * 1e6
+        return usd_per_million_tokens(self.usd_per_hour, self.output_tokens_per_s)
 
     @cached_property
     def misses(self) -> list[tuple[str, float, float]]:
