@@ -1,7 +1,7 @@
 """The page's server: the FastAPI app, its static pages, the charting library, and the error rule.
 
-Pages are static files (calc/web/static/: one HTML and one script per page, a shared script and
-style) that call the JSON API; every script and style is served from the installed packages:
+Pages are static files (calc/web/static/: one HTML body and one script per page, a shared script
+and style, wrapped by calc.web.pages) that call the JSON API; every script and style is served from the installed packages:
 ours, and plotly.js from the ``plotly`` wheel (plotly/package_data/plotly.min.js), so the page
 needs no network. Every answer carries ``Server-Timing: app;dur=MS`` (the server's time for it).
 A refused request answers ``{"error": "roofline: error: ..."}`` with its 4xx status.
@@ -16,13 +16,12 @@ from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException
 
+from calc.web.pages import PAGES, STATIC, page
 from calc.web.params import ApiError
 
-STATIC = Path(str(resources.files("calc.web").joinpath("static")))
-PAGES = ("estimate", "explore", "plan", "compare", "catalog")
 # The page's own scripts only; plotly draws with inline styles and data: images (its toolbar icons).
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
        "frame-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'")
@@ -90,15 +89,15 @@ def create_app(root: Path | None = None) -> FastAPI:
     def index():
         return RedirectResponse("/estimate")
 
-    def page(name: str):
+    def route(name: str):
         def serve_page():
-            return FileResponse(STATIC / f"{name}.html", media_type="text/html")
+            return HTMLResponse(page(name))
 
         serve_page.__name__ = f"page_{name}"
         return serve_page
 
     for name in PAGES:
-        app.get(f"/{name}", include_in_schema=False)(page(name))
+        app.get(f"/{name}", include_in_schema=False)(route(name))
 
     @app.get("/favicon.ico", include_in_schema=False)
     def favicon():

@@ -10,7 +10,7 @@ names only, never a path: nothing on the server's disk is read because a request
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import lru_cache
+from functools import cache
 
 from calc.core.errors import SpecError, suggest
 
@@ -33,7 +33,7 @@ def refuse(exc: BaseException, status: int = 400) -> ApiError:
     return ApiError(status, error_line(exc) if not isinstance(exc, SpecError) else f"roofline: error: {exc}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _command(name: str):
     import typer
 

@@ -113,6 +113,14 @@ RL.table = function (table, headers, rows) {
   table.replaceChildren(thead, tbody);
 };
 
+// plotly.js loads asynchronously (4.8 MB to parse): numbers are shown first, charts when it is in.
+RL.plotly = new Promise((resolve) => {
+  const tag = document.getElementById("plotly-js");
+  if (window.Plotly || !tag) resolve(window.Plotly);
+  else tag.addEventListener("load", () => resolve(window.Plotly));
+});
+RL.draw = (id, traces, layout) => RL.plotly.then((P) => P.react(id, traces, layout, RL.plotConfig));
+
 RL.plotConfig = {displaylogo: false, responsive: true, displayModeBar: false};
 RL.layout = (extra) => Object.assign({margin: {l: 60, r: 20, t: 36, b: 48}, font: {size: 12}, paper_bgcolor: "#fff", plot_bgcolor: "#fafafa"}, extra);
 

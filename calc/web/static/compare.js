@@ -12,12 +12,12 @@ async function run() {
   try {
     const rec = await RL.api("/api/compare", null, {files, options: params});
     RL.showError("");
-    show(rec);
+    await show(rec);
   } catch (e) { RL.showError(e.message); }
   document.body.dataset.ready = String(Number(document.body.dataset.ready || 0) + 1);
 }
 
-function show(rec) {
+async function show(rec) {
   const s = rec.summary;
   document.getElementById("summary").textContent = s.metrics
     ? `${s.runs} runs in ${s.files} files, ${s.metrics} metrics: median |error| ${(100 * s.median_abs_error).toFixed(1)}%, ` +
@@ -32,13 +32,13 @@ function show(rec) {
   const pts = rec.runs.flatMap((r) => r.metrics.filter((m) => m.measured > 0 && m.predicted > 0).map((m) => ({r, m})));
   const all = pts.flatMap(({m}) => [m.measured, m.predicted]);
   const lo = Math.min(...all, 1) / 2, hi = Math.max(...all, 1) * 2;
-  Plotly.react("compare-chart", [
+  await RL.draw("compare-chart", [
     {type: "scatter", mode: "lines", name: "predicted = measured", x: [lo, hi], y: [lo, hi], line: {dash: "dot", color: "#888"}, hoverinfo: "skip"},
     {type: "scatter", mode: "markers", name: "metrics", x: pts.map((p) => p.m.measured), y: pts.map((p) => p.m.predicted),
       text: pts.map(({r, m}) => `${RL.esc(r.run)}<br>${RL.esc(m.metric)}: measured ${RL.num(m.measured)}, predicted ${RL.num(m.predicted)}`),
       hovertemplate: "%{text}<extra></extra>", marker: {size: 9}}],
   RL.layout({title: {text: "predicted vs measured (seconds, or tokens/s)"}, xaxis: {type: "log", title: {text: "measured"}},
-    yaxis: {type: "log", title: {text: "predicted"}}}), RL.plotConfig);
+    yaxis: {type: "log", title: {text: "predicted"}}}));
 }
 
 async function start() {

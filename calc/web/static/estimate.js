@@ -36,11 +36,11 @@ function showNumbers(rec) {
 function memoryChart(m) {
   const part = (name, v, color) => ({type: "bar", orientation: "h", name, x: [v / 1e9], y: ["memory"], marker: {color},
     hovertemplate: `${name}: %{x:.3g} GB<extra></extra>`});
-  Plotly.react("memory-chart", [part("weights", m.weights_bytes, "#4878a8"), part("KV cache", m.kv_cache_bytes, "#e0923b"),
+  return RL.draw("memory-chart", [part("weights", m.weights_bytes, "#4878a8"), part("KV cache", m.kv_cache_bytes, "#e0923b"),
     part("activations", m.activation_bytes, "#6aa66a")], RL.layout({barmode: "stack", title: {text: "memory per GPU (GB) against capacity"},
     margin: {l: 70, r: 20, t: 30, b: 30}, xaxis: {range: [0, Math.max(m.capacity_bytes, m.total_bytes) / 1e9 * 1.05]},
     shapes: [{type: "line", x0: m.capacity_bytes / 1e9, x1: m.capacity_bytes / 1e9, y0: -0.5, y1: 0.5, line: {color: "#c00", width: 3}}],
-    annotations: [{x: m.capacity_bytes / 1e9, y: 0.5, text: "capacity", showarrow: false, yanchor: "bottom", font: {color: "#c00"}}]}), RL.plotConfig);
+    annotations: [{x: m.capacity_bytes / 1e9, y: 0.5, text: "capacity", showarrow: false, yanchor: "bottom", font: {color: "#c00"}}]}));
 }
 
 function opPoints(ops, phase, symbol) {
@@ -58,9 +58,9 @@ function rooflineChart(rec, hw, prefill, decode) {
   const xs = [0.1, peak / bw, 1e5];
   traces.unshift({type: "scatter", mode: "lines", name: `roof (${RL.esc(rec.compute_dtype)})`, line: {color: "#333"},
     x: xs, y: xs.map((i) => Math.min(peak, bw * i)), hoverinfo: "skip"});
-  Plotly.react("roofline-chart", traces, RL.layout({title: {text: `roofline: ${RL.esc(rec.model)} on ${RL.esc(rec.hardware)}`},
+  return RL.draw("roofline-chart", traces, RL.layout({title: {text: `roofline: ${RL.esc(rec.model)} on ${RL.esc(rec.hardware)}`},
     xaxis: {type: "log", title: {text: "arithmetic intensity (FLOP/byte)"}},
-    yaxis: {type: "log", title: {text: "attained FLOP/s"}}, legend: {x: 0.02, y: 0.98}}), RL.plotConfig);
+    yaxis: {type: "log", title: {text: "attained FLOP/s"}}, legend: {x: 0.02, y: 0.98}}));
 }
 
 function opsTable(id, ops) {
@@ -84,12 +84,12 @@ const update = RL.coalesce(async () => {
     const [prefill, decode, hw] = await Promise.all([opsOf("prefill"), opsOf("decode"), hardwareShow(rec.hardware)]);
     RL.showError("");
     showNumbers(rec);
-    memoryChart(rec.memory);
-    rooflineChart(rec, hw, prefill, decode);
     document.getElementById("ops-prefill-len").textContent = prefill.seq_len;
     document.getElementById("ops-decode-len").textContent = decode.seq_len;
     opsTable("ops-prefill", prefill.ops);
     opsTable("ops-decode", decode.ops);
+    document.body.dataset.numbers = "1";
+    await Promise.all([memoryChart(rec.memory), rooflineChart(rec, hw, prefill, decode)]);
     document.body.dataset.ready = String(Number(document.body.dataset.ready || 0) + 1);
   } catch (e) {
     RL.showError(e.message);

@@ -23,17 +23,18 @@ function query(params) {
   return q;
 }
 
-function draw(curves, params) {
+async function draw(curves, params) {
   const xKey = params.x === "context" ? "prompt_tokens" : "batch";
   for (const [metric, id, title] of METRICS) {
     const traces = curves.map((c) => [`${c.model} on ${c.hardware}`, c]).map(([name, c]) => ({type: "scatter", mode: "lines",
       name: RL.esc(name), x: c[xKey], y: c[metric],
       hovertemplate: `${RL.esc(name)}<br>${xKey} %{x}<br>${title} %{y:.4g}<extra></extra>`}));
-    Plotly.react(id, traces, RL.layout({title: {text: title}, showlegend: metric === "ttft_s",
+    await RL.draw(id, traces, RL.layout({title: {text: title}, showlegend: metric === "ttft_s",
       legend: {x: 0.01, y: 0.99, bgcolor: "rgba(255,255,255,0.7)"},
       xaxis: {title: {text: params.x === "context" ? "context (tokens)" : "batch (sequences)"}},
-      yaxis: {type: metric === "output_tokens_per_s" ? "linear" : "log", title: {text: title}}}), RL.plotConfig);
+      yaxis: {type: metric === "output_tokens_per_s" ? "linear" : "log", title: {text: title}}}));
     document.getElementById(id).dataset.points = String(traces.reduce((n, t) => n + t.x.length, 0));
+    document.getElementById(id).dataset.fixed = params.fixed ?? "1024";
   }
 }
 
@@ -50,7 +51,7 @@ const update = RL.coalesce(async () => {
   try {
     const answer = await RL.api("/api/explore", query(params));
     RL.showError("");
-    draw(answer.curves, params);
+    await draw(answer.curves, params);
     document.getElementById("summary").textContent =
       `${answer.scenarios} scenarios computed and drawn in ${(performance.now() - t0).toFixed(0)} ms`;
   } catch (e) { RL.showError(e.message); }

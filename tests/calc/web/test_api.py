@@ -10,10 +10,9 @@ from urllib.parse import urlencode
 
 import numpy as np
 import pytest
+from webcli import cli, cli_json
 
 from calc.web import local
-
-from webcli import cli, cli_json
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "bench"
 SCENARIO = {"model": "llama-3.1-8b", "hardware": "h100-sxm", "batch": "8", "prompt-len": "2048",
