@@ -184,6 +184,7 @@ def web(runs: int = 30) -> dict:
         fig = local.speed(base, runs)
     print(f"web: estimate request {fig['estimate_ms']:.1f} ms server time (median of {runs}; target <= 20 ms); "
           f"Explore's 4 curves x 200 points {fig['explore_ms']:.1f} ms (target <= 50 ms)")
+    print(f"  CPU per answer, in process: estimate {fig['estimate_cpu_ms']:.1f} ms, Explore {fig['explore_cpu_ms']:.1f} ms")
     load = fig["first_load_ms"]
     print("web: Estimate page's first load in headless Chromium, cache off: " +
           (f"{load[0]:.0f} ms to its numbers, {load[1]:.0f} ms to its charts (median of 5; target <= 1000 ms)"

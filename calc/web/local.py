@@ -138,7 +138,26 @@ def first_load_ms(base: str, runs: int = 5) -> tuple[float, float] | None:
         drv.quit()
 
 
+def cpu_ms(answer, query: dict, runs: int) -> float:
+    """Median CPU ms of answering ``query`` in this process (parse, compute, JSON): what a request
+    costs the server whatever else the machine runs."""
+    from calc.core import text
+
+    text.to_json(answer(dict(query)))
+    times = []
+    for _ in range(runs):
+        t0 = time.process_time()
+        text.to_json(answer(dict(query)))
+        times.append((time.process_time() - t0) * 1e3)
+    return statistics.median(times)
+
+
 def speed(base: str, runs: int = 30) -> dict[str, float | None]:
+    from calc.web.api import estimate_answer
+    from calc.web.explore import explore_answer
+
     return {"estimate_ms": median_server_ms(base, "/api/estimate", ESTIMATE, runs),
             "explore_ms": median_server_ms(base, "/api/explore", EXPLORE, runs),
+            "estimate_cpu_ms": cpu_ms(estimate_answer, ESTIMATE, runs),
+            "explore_cpu_ms": cpu_ms(explore_answer, EXPLORE, runs),
             "first_load_ms": first_load_ms(base)}

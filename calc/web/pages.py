@@ -22,7 +22,7 @@ def nav(here: str) -> str:
 def page(name: str) -> str:
     """The whole HTML of page ``name`` (read once)."""
     main = (STATIC / f"{name}.html").read_text()
-    plotly = '<script async id="plotly-js" src="/assets/plotly.min.js"></script>\n' if name in CHARTS else ""
+    plotly = '<link rel="preload" href="/assets/plotly.min.js" as="script">\n' if name in CHARTS else ""  # run by common.js
     return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>roofline: {PAGES[name]}</title>\n'
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
             f'<link rel="stylesheet" href="/assets/style.css">\n{plotly}'

@@ -113,13 +113,21 @@ RL.table = function (table, headers, rows) {
   table.replaceChildren(thead, tbody);
 };
 
-// plotly.js loads asynchronously (4.8 MB to parse): numbers are shown first, charts when it is in.
-RL.plotly = new Promise((resolve) => {
-  const tag = document.getElementById("plotly-js");
-  if (window.Plotly || !tag) resolve(window.Plotly);
-  else tag.addEventListener("load", () => resolve(window.Plotly));
-});
-RL.draw = (id, traces, layout) => RL.plotly.then((P) => P.react(id, traces, layout, RL.plotConfig));
+// plotly.js (4.8 MB to parse) is fetched early (a preload) but run only when the first chart is
+// drawn, after the page's numbers are shown.
+RL.plotly = null;
+RL.loadPlotly = function () {
+  if (!RL.plotly) RL.plotly = new Promise((resolve, reject) => {
+    if (window.Plotly) { resolve(window.Plotly); return; }
+    const tag = document.createElement("script");
+    tag.src = "/assets/plotly.min.js";
+    tag.onload = () => resolve(window.Plotly);
+    tag.onerror = () => reject(new Error("roofline: error: /assets/plotly.min.js: could not load the charts"));
+    document.head.append(tag);
+  });
+  return RL.plotly;
+};
+RL.draw = (id, traces, layout) => RL.loadPlotly().then((P) => P.react(id, traces, layout, RL.plotConfig));
 
 RL.plotConfig = {displaylogo: false, responsive: true, displayModeBar: false};
 RL.layout = (extra) => Object.assign({margin: {l: 60, r: 20, t: 36, b: 48}, font: {size: 12}, paper_bgcolor: "#fff", plot_bgcolor: "#fafafa"}, extra);
