@@ -55,9 +55,13 @@ def run_plan(wl, folder, progress) -> dict:
     from calc.render.plan import plan_record, write_report
     from calc.serving.plan import plan
 
+    from calc.core.files import atomic_write
+
     try:
         result = plan(wl, progress=progress)
-        write_report(result, folder / "report")
+        for path in write_report(result, folder / "report"):
+            if path.name in REPORT_FILES:  # the report names the workload as uploaded, not the job's folder
+                atomic_write(path, unfold(path.read_text(), folder), "report")
     except SpecError as exc:
         raise ApiError(400, unfold(refuse(exc).line, folder)) from None
     return plan_record(result)

@@ -170,6 +170,7 @@ def test_plan_runs_in_the_background_and_writes_the_report(base, tmp_path):
     assert st["plan"]["ranked"] == want["ranked"]
     status, headers, page = local.get(base + st["report"])
     assert status == 200 and b"Capacity plan: t" in page
+    assert b"roofline plan workload.yaml" in page and b"roofline-web-" not in page  # no server folder
 
 
 def test_plan_cancel_and_limits(base, tmp_path):
