@@ -169,3 +169,14 @@ def test_catalog_page_lists_every_model_and_gpu_with_sources(base, chrome, shots
     n = sum("llama" in m for m in model_catalog())
     wait(chrome, f"document.querySelectorAll('#models tbody tr').length <= {n}")
     assert "q=llama" in chrome.current_url
+
+
+def test_estimate_page_shows_error_bands_when_the_record_has_them(base, chrome):
+    chrome.get(f"{base}/estimate")
+    wait(chrome, "document.body.dataset.numbers")
+    # the estimate record gains <name>_band_s when bands land (issue: bands); the page reads both shapes
+    assert chrome.execute_script("return bandText({ttft_band_s: [0.1, 0.25]}, 'ttft')") == "band 100 ms – 250 ms"
+    assert chrome.execute_script("return bandText({tpot_band_s: {low: 0.004, high: 0.006}}, 'tpot')") == \
+        "band 4.00 ms – 6.00 ms"
+    assert chrome.execute_script("return bandText({}, 'e2e')") == ""
+    assert chrome.find_element("id", "ttft-band").text == ""  # today's records carry none
