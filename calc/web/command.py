@@ -6,7 +6,6 @@ uvicorn, plotly) is imported inside the command, so the CLI starts as fast witho
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Annotated
 
 import typer
@@ -18,6 +17,8 @@ LOOPBACK = "127.0.0.1"
 
 
 def is_loopback(host: str) -> bool:
+    import ipaddress
+
     if host == "localhost":
         return True
     try:

@@ -52,10 +52,9 @@ def prepare_workload(body: dict, folder):
 
 def run_plan(wl, folder, progress) -> dict:
     """Plan, write the report into the job's folder, and answer the plan's JSON record."""
+    from calc.core.files import atomic_write
     from calc.render.plan import plan_record, write_report
     from calc.serving.plan import plan
-
-    from calc.core.files import atomic_write
 
     try:
         result = plan(wl, progress=progress)
