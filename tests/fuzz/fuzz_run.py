@@ -124,7 +124,7 @@ def classify(case: Case, result) -> Outcome:
 _NONFINITE = re.compile(r"(?<![\w-])-?(nan|inf)(?![\w-])", re.I)  # as Python prints them
 _SIGNED = ("error", "delta", "change", "diff", "residual", "bias")
 # nulls the README documents: TPOT of a request with one output token (no decode step)
-_DOCUMENTED_NULLS = {"tpot_s"}
+_DOCUMENTED_NULLS = {"tpot_s", "usd_per_million_output_tokens"}  # G = 1; a profile without a price
 
 
 def suspect(stdout: str, args: list[str]) -> str | None:

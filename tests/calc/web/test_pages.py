@@ -180,3 +180,17 @@ def test_estimate_page_shows_error_bands_when_the_record_has_them(base, chrome):
         "band 4.00 ms – 6.00 ms"
     assert chrome.execute_script("return bandText({}, 'e2e')") == ""
     assert chrome.find_element("id", "ttft-band").text == ""  # today's records carry none
+
+
+def test_plan_page_takes_an_uploaded_workload_and_cancels_it(base, chrome):
+    workload = Path(__file__).resolve().parents[3] / "reports" / "plans" / "workloads" / "chat-llama-3.1-8b.yaml"
+    chrome.get(f"{base}/plan")
+    wait(chrome, "document.getElementById('yaml').value")
+    chrome.find_element("id", "yaml-file").send_keys(str(workload))
+    wait(chrome, "document.getElementById('yaml').value.includes('name: chat-llama-3.1-8b')")
+    chrome.find_element("id", "run").click()
+    wait(chrome, "document.body.dataset.plan == 'running'", 30)
+    chrome.find_element("id", "cancel").click()
+    wait(chrome, "['cancelled', 'done'].includes(document.body.dataset.plan)", 120)
+    assert chrome.execute_script("return document.body.dataset.plan") == "cancelled"
+    assert chrome.find_element("id", "status").text.startswith("cancelled: ")
