@@ -42,7 +42,7 @@ def plan_cmd(
     if table is not None:
         check_table_path(table, "--table")
     wl = load_workload(workload, requests)
-    pb = _plan_bands(wl, robust) if bands or robust else None
+    pb = plan_bands(wl, robust) if bands or robust else None
     searched = wl
     if pb is not None and robust:
         searched = _tightened(wl, pb.searched)
@@ -79,9 +79,10 @@ def _row(t, pb) -> dict:
     return rec
 
 
-def _plan_bands(wl, robust: bool):
-    """The plan's bands (calc.serving.bands.PlanBands) against the workload's SLOs: the profiles' own
-    where every candidate has them, else the published ones; with ``robust`` the targets to search."""
+def plan_bands(wl, robust: bool):
+    """The plan's bands (calc.serving.bands.PlanBands) against the workload's SLOs (the command's and the
+    web page's): the profiles' own where every candidate has them, else the published ones; with
+    ``robust`` the targets to search."""
     from calc.core.errors import SpecError
     from calc.cost.dtypes import Dtypes
     from calc.serving.bands import PlanBands, robust_targets

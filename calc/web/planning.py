@@ -52,18 +52,20 @@ def prepare_workload(body: dict, folder):
 
 def run_plan(wl, folder, progress) -> dict:
     """Plan, write the report into the job's folder, and answer the plan's JSON record."""
+    from calc.cli.plan import plan_bands
     from calc.core.files import atomic_write
     from calc.render.plan import plan_record, write_report
     from calc.serving.plan import plan
 
     try:
+        bands = plan_bands(wl, False)  # as `roofline plan` (its default: bands on, not --robust)
         result = plan(wl, progress=progress)
-        for path in write_report(result, folder / "report"):
+        for path in write_report(result, folder / "report", bands):
             if path.name in REPORT_FILES:  # the report names the workload as uploaded, not the job's folder
                 atomic_write(path, unfold(path.read_text(), folder), "report")
     except SpecError as exc:
         raise ApiError(400, unfold(refuse(exc).line, folder)) from None
-    return plan_record(result)
+    return plan_record(result, bands)
 
 
 @router.post("/api/plan")

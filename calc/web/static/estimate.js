@@ -7,12 +7,22 @@ const SCENARIO = ["model", "hardware", "engine", "weight-dtype", "kv-dtype", "tp
 const form = document.getElementById("scenario");
 const shows = {};
 
+function bandEdges(b) {
+  if (b == null) return null;
+  const lo = Array.isArray(b) ? b[0] : (b.low ?? b.lo), hi = Array.isArray(b) ? b[1] : (b.high ?? b.hi);
+  return lo == null || hi == null ? null : [lo, hi];
+}
+
 function bandText(rec, key) {
-  // Error bands (when the estimate carries them): <name>_band_s as [low, high] or {low, high}.
-  const b = rec[`${key}_band_s`];
-  if (b == null) return "";
-  const lo = Array.isArray(b) ? b[0] : (b.low ?? b.lo ?? b.p10), hi = Array.isArray(b) ? b[1] : (b.high ?? b.hi ?? b.p90);
-  return lo == null || hi == null ? "" : `band ${RL.seconds(lo)} – ${RL.seconds(hi)}`;
+  // The prediction band (where 80% of held-out measurements fell): <name>_band_s as [low, high] or {low, high}.
+  const e = bandEdges(rec[`${key}_band_s`]);
+  return e ? `band ${RL.seconds(e[0])} – ${RL.seconds(e[1])}` : "";
+}
+
+function showBand(id, edges, text) {
+  const el = document.getElementById(id);
+  el.textContent = text;
+  el.dataset.band = edges ? edges.join(",") : "";
 }
 
 function showNumbers(rec) {
@@ -25,7 +35,9 @@ function showNumbers(rec) {
   const m = rec.memory;
   RL.setValue("memory", m.total_bytes, `${RL.bytes(m.total_bytes)} of ${RL.bytes(m.capacity_bytes)}`);
   document.getElementById("fits").textContent = m.fits ? "fits" : `DOES NOT FIT: short by ${RL.bytes(m.shortfall_bytes)}`;
-  for (const k of ["ttft", "tpot", "e2e"]) document.getElementById(`${k}-band`).textContent = bandText(rec, k);
+  for (const k of ["ttft", "tpot", "e2e"]) showBand(`${k}-band`, bandEdges(rec[`${k}_band_s`]), bandText(rec, k));
+  const tb = bandEdges(rec.output_tokens_band_per_s);
+  showBand("throughput-band", tb, tb ? `band ${RL.num(tb[0])} – ${RL.num(tb[1])}` : "");
   document.getElementById("summary").textContent =
     `${rec.model} on ${rec.hardware}: batch ${rec.batch}, prompt ${rec.prompt_len}, output ${rec.output_len}; ` +
     `weights ${rec.weight_dtype}, KV ${rec.kv_dtype}, compute ${rec.compute_dtype}, attention ${rec.attention}; ` +

@@ -171,15 +171,20 @@ def test_catalog_page_lists_every_model_and_gpu_with_sources(base, chrome, shots
     assert "q=llama" in chrome.current_url
 
 
-def test_estimate_page_shows_error_bands_when_the_record_has_them(base, chrome):
+def test_estimate_page_shows_the_prediction_bands(base, chrome):
     chrome.get(f"{base}/estimate")
     wait(chrome, "document.body.dataset.numbers")
-    # the estimate record gains <name>_band_s when bands land (issue: bands); the page reads both shapes
+    # the estimate record's <name>_band_s (the prediction bands); the page reads both shapes
     assert chrome.execute_script("return bandText({ttft_band_s: [0.1, 0.25]}, 'ttft')") == "band 100 ms – 250 ms"
     assert chrome.execute_script("return bandText({tpot_band_s: {low: 0.004, high: 0.006}}, 'tpot')") == \
         "band 4.00 ms – 6.00 ms"
     assert chrome.execute_script("return bandText({}, 'e2e')") == ""
-    assert chrome.find_element("id", "ttft-band").text == ""  # today's records carry none
+    want = cli_json("estimate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm")  # the page's defaults
+    for key, band in (("ttft", "ttft_band_s"), ("tpot", "tpot_band_s"), ("e2e", "e2e_band_s"),
+                      ("throughput", "output_tokens_band_per_s")):
+        shown = chrome.execute_script(f"return document.getElementById('{key}-band').dataset.band")
+        assert [float(x) for x in shown.split(",")] == want[band]
+        assert chrome.find_element("id", f"{key}-band").text.startswith("band ")
 
 
 def test_plan_page_takes_an_uploaded_workload_and_cancels_it(base, chrome):
