@@ -30,7 +30,7 @@ def refuse(exc: BaseException, status: int = 400) -> ApiError:
     """The ApiError of a user's mistake, worded as the CLI prints it."""
     from calc.cli.base import error_line
 
-    return ApiError(status, error_line(exc) if not isinstance(exc, SpecError) else f"roofline: error: {exc}")
+    return ApiError(status, error_line(exc))  # the CLI's one printer (SpecErrors included)
 
 
 @cache
