@@ -11,8 +11,10 @@ import numpy as np
 from calc.accuracy.band_report import done_when as band_done_when
 from calc.accuracy.band_report import make_bands, write_bands_file
 from calc.accuracy.band_report import section as band_section
+from calc.accuracy import underload
 from calc.accuracy.fit import FIT_FILE
 from calc.accuracy.harness import MODELS, PREVIOUS, PUBLISHED, Run, run
+from calc.accuracy.loadrows import UNDER_LOAD, level
 from calc.accuracy.summary import GROUPINGS, done_when, figures, grouped_table, overall_table
 from calc.core import text as render
 from calc.core.files import atomic_write, check_writable, out_folder
@@ -20,7 +22,7 @@ from calc.core.progress import Progress, silent
 from calc.spec.bands import BANDS_FILE
 
 MODEL_PATHS = ("calc/cost", "calc/serving", "calc/spec", "calc/data/engines.yaml", "hardware_profiles", "model_configs")
-UNDER_LOAD = "under_load.csv"  # held-out predictions under load (the serving issue's rows), when present
+LOAD_PREDICTIONS = "under_load_predictions.csv"  # the load rows' held-out predictions, beside predictions.csv
 WHICH = ("ideal", "previous", "presets", "current")  # every prediction predictions.csv keeps
 
 
@@ -103,15 +105,31 @@ def record_previous(path: Path = PREVIOUS) -> str:
     return f"recorded the presets' predictions of {len(rows)} rows (commit {commit}) in {path}"
 
 
+def _under_load(r: Run, out: Path):
+    """The load rows scored with each publisher's held-out presets (calc.accuracy.underload);
+    their predictions written to out/under_load_predictions.csv, laid out as predictions.csv
+    (``current``: the held-out prediction), so that the bands read them too."""
+    lr = underload.score(lambda publisher: underload.held_out(publisher, r.folds, r.fitted_all))
+    atomic_write(out / LOAD_PREDICTIONS, render.to_csv([
+        {"id": x.row.id, "run": x.row.run, "publisher": x.row.publisher, "engine": x.row.engine, "preset": x.preset,
+         "model": x.row.model, "gpu": x.row.hardware, "tp": x.row.tp, "weight_dtype": x.row.weight_dtype,
+         "compute_dtype": x.row.compute_dtype or "", "load": x.row.load, "in_flight": x.row.in_flight or "",
+         "level": level(x.row), "metric": x.row.metric, "statistic": x.row.statistic, "measured": x.row.value,
+         "current": x.predicted, "current_error": x.error} for x in lr.results]))
+    return lr
+
+
 def write_accuracy_report(out: Path, fit: bool = True, progress: Progress = silent,
                           bands_out: Path | None = BANDS_FILE) -> str:
-    """Predict every row, write out/README.md, out/predictions.csv, out/errors.png and (held out,
-    so only with ``fit``) the prediction bands to ``bands_out``; return the figures."""
+    """Predict every row, write out/README.md, out/predictions.csv, out/under_load_predictions.csv,
+    out/errors.png and (held out, so only with ``fit``) the prediction bands, from both sets'
+    held-out residuals, to ``bands_out``; return the figures."""
     out = out_folder(out, parents=True)  # before the minute of fitting: a bad --out fails at once
     if fit and bands_out is not None:
         check_writable(Path(bands_out), "--bands-out")
     r = run(fit_rows=fit, progress=progress)
-    bands = make_bands(r.results, (PUBLISHED.parent / UNDER_LOAD,)) if fit else None
+    lr = _under_load(r, out)
+    bands = make_bands(r.results, (out / LOAD_PREDICTIONS,)) if fit else None
     if bands is not None and bands_out is not None:
         write_bands_file(bands, bands_out)
     n_file = rows_in_file()
@@ -195,6 +213,8 @@ quantised matmuls, and the rest (16-bit and fp8).
 
 {chr(10).join(f"- `{rid}`: {why}" for rid, why in r.skipped) or "- none"}
 
+{underload.section(lr, rows_in_file(UNDER_LOAD), fit)}
+
 ## Every row
 
 ```
@@ -206,4 +226,6 @@ quantised matmuls, and the rest (16-bit and fp8).
     wrote = f", {bands_out}" if bands is not None and bands_out is not None else ""
     return (f"{len(r.results)} rows predicted ({len(r.skipped)} skipped) from {PUBLISHED.name}\n\n"
             f"{figures(r.results, n_file, fit)}\n\n{band_lines}parameters fitted on all rows:\n{_params_table(r)}\n\n"
-            f"wrote {out / 'README.md'}, predictions.csv, errors.png{wrote}")
+            f"serving under load ({len(lr.results)} rows, held out by source, {lr.seconds:.1f} s, {lr.cpu_s:.1f} s CPU):\n"
+            f"{chr(10).join(underload.summary_lines(lr.results))}\n\n"
+            f"wrote {out / 'README.md'}, predictions.csv, {LOAD_PREDICTIONS}, errors.png{wrote}")

@@ -70,7 +70,7 @@ def _num(v) -> float | None:
     return None if math.isnan(f) else f
 
 
-def _compute_dtype(weight: str, act: str | None) -> str | None:
+def compute_dtype_of(weight: str, act: str | None) -> str | None:
     """The matmul dtype: fp8 activations (or fp8 weights with none stated) run fp8 GEMMs; fp4
     activations (NVFP4, W4A4 with block scales) run the fp4 GEMM class."""
     if act == "fp4":
@@ -112,7 +112,7 @@ def load_rows(path: Path = PUBLISHED) -> tuple[list[Row], list[tuple[str, str]]]
             rows.append(Row(
                 id=rid, publisher=r["publisher"], engine=r["engine"], preset=ENGINE_OF.get(r["engine"], "default"),
                 model=model, hardware=r["gpu"], weight_dtype=w, kv_dtype=r["kv_dtype"] or (w if w == "fp8" else None),
-                compute_dtype=_compute_dtype(w, act), gpus=gpus, tp=tp, pp=pp,
+                compute_dtype=compute_dtype_of(w, act), gpus=gpus, tp=tp, pp=pp,
                 batch=int(_num(r["batch"])) if _num(r["batch"]) else None,
                 concurrency=int(_num(r["concurrency"])) if _num(r["concurrency"]) else None,
                 prompt_len=max(int(T), 1), output_len=max(int(G), 1), metric=r["metric"], value=float(r["value"]),

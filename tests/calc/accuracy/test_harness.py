@@ -76,7 +76,12 @@ def test_accuracy_command_writes_the_report_without_fit(tmp_path):
     res = CliRunner().invoke(app, ["accuracy", "--no-fit", "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output
     assert "NO FIT median |error|" in res.output and "TTFT bias" in res.output
-    assert {p.name for p in tmp_path.iterdir()} == {"README.md", "predictions.csv", "errors.png"}
+    assert {p.name for p in tmp_path.iterdir()} == {"README.md", "predictions.csv", "under_load_predictions.csv",
+                                                    "errors.png"}
+    assert "serving under load" in res.output and "## Serving under load" in (tmp_path / "README.md").read_text()
+    load = list(csv.DictReader(open(tmp_path / "under_load_predictions.csv")))
+    assert {"publisher", "level", "measured", "predicted", "error"} <= set(load[0])
+    assert sum(1 for r in load if r["predicted"] not in ("", "nan")) >= 0.95 * len(load)
     head = next(csv.reader(open(tmp_path / "predictions.csv")))
     assert {"ideal", "previous", "presets", "current", "publisher"} <= set(head)
 

@@ -1,0 +1,214 @@
+"""Published measurements of serving engines under load (reports/accuracy/under_load.csv) as
+rows, and the benchmark runs they came from as scenarios the serving simulator predicts.
+
+One CSV row is one published number: a metric (TTFT, TPOT, ITL, e2e, output tokens/s) with
+the statistic it was published as (mean, median, p99, or the run's aggregate for a rate),
+under one load: N concurrent clients (a closed loop), an arrival rate (open loop), or a burst
+(every request sent at once). Rows of the same benchmark run share ``run`` and its conditions,
+and are predicted together: one simulation per run, through calc.accuracy.scenario and
+calc.accuracy.compare, exactly as `roofline compare` predicts a `vllm bench serve` result.
+
+Engine arguments the run was published with are kept as ``key=value;...`` under the engine's
+own argument names (``engine_args``); those the scenario knows (``max_num_seqs``) reach it.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from calc.accuracy.benchmarks import Run
+from calc.accuracy.benchmarks.common import number
+from calc.accuracy.rows import ENGINE_OF, compute_dtype_of
+from calc.core.errors import SpecError
+from calc.spec.catalog import hardware_catalog, model_catalog, shipped
+
+UNDER_LOAD = shipped("accuracy", "reports/accuracy") / "under_load.csv"
+COLUMNS = ("id", "run", "publisher", "source", "engine", "engine_version", "model", "weight_dtype", "kv_dtype",
+           "act_dtype", "gpu", "num_gpus", "tp", "load", "concurrency", "request_rate", "num_prompts", "input_len",
+           "output_len", "lengths", "metric", "statistic", "value", "unit", "tool", "engine_args", "notes")
+# (metric, statistic) -> the name calc.accuracy.compare predicts it under. A median ITL is
+# predicted as the median request's TPOT: the simulator keeps per-request times, not every
+# token's gap (for runs of fixed lengths the two agree up to the prefill steps a decode waits on).
+MEASURED = {("ttft_s", "mean"): "ttft_mean_s", ("ttft_s", "median"): "ttft_p50_s", ("ttft_s", "p99"): "ttft_p99_s",
+            ("tpot_s", "mean"): "tpot_mean_s", ("tpot_s", "median"): "tpot_p50_s", ("tpot_s", "p99"): "tpot_p99_s",
+            ("itl_s", "mean"): "itl_mean_s", ("itl_s", "median"): "tpot_p50_s",
+            ("e2e_s", "mean"): "e2e_mean_s", ("e2e_s", "median"): "e2e_p50_s", ("e2e_s", "p99"): "e2e_p99_s",
+            ("output_tokens_per_s", "aggregate"): "output_tokens_per_s"}
+LOADS_PUBLISHED = ("concurrency", "rate", "burst")  # calc.accuracy.benchmarks' loads, less a fixed batch
+UNITS = {"ttft_s": "s", "tpot_s": "s", "itl_s": "s", "e2e_s": "s", "output_tokens_per_s": "tokens/s"}
+# Simulated requests per run: a run's own count up to this cap (closed loops at least two
+# rounds of their clients; a burst all of its requests, the load itself). A run that does not
+# state its count is simulated with ten requests per client.
+MAX_REQUESTS = 200
+ROUNDS_UNSTATED = 10
+
+
+@dataclass(frozen=True)
+class LoadRow:
+    id: str
+    run: str
+    publisher: str
+    engine: str
+    model: str
+    hardware: str
+    weight_dtype: str
+    kv_dtype: str | None
+    compute_dtype: str | None
+    gpus: int
+    tp: int
+    load: str
+    concurrency: int | None
+    rate_per_s: float | None
+    num_prompts: int | None
+    prompt_len: float
+    output_len: float
+    metric: str
+    statistic: str
+    value: float
+    engine_args: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def measured_as(self) -> str:
+        return MEASURED[(self.metric, self.statistic)]
+
+    @property
+    def in_flight(self) -> int | None:
+        """Requests in flight the load puts on the engine: the clients, or the burst's size."""
+        return self.concurrency if self.load == "concurrency" else self.num_prompts if self.load == "burst" else None
+
+
+def _engine_args(text: str, where: str) -> dict[str, str]:
+    out = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(";"))):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise SpecError(where, "engine_args", f"{part!r} is not key=value")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def load_rows(path: Path = UNDER_LOAD) -> tuple[list[LoadRow], list[tuple[str, str]]]:
+    """Rows the calculator can predict, and (id, why not) for the rest. A row without a
+    source or publisher, with an unknown metric/statistic/load or a non-positive value, is a
+    SpecError naming the row: the file is data, and a bad row a defect in it."""
+    rows, skipped = [], []
+    models, hws = model_catalog(), hardware_catalog()
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
+        if missing:
+            raise SpecError(str(path), None, f"missing columns: {', '.join(missing)}")
+        for r in reader:
+            rid = r["id"]
+            where = f"{path}: row {rid}"
+            for col in ("run", "publisher", "source", "engine", "metric", "statistic", "load"):
+                if not r[col]:
+                    raise SpecError(where, col, "empty")
+            if (r["metric"], r["statistic"]) not in MEASURED:
+                raise SpecError(where, "metric", f"{r['metric']} as {r['statistic']!r} is not a predicted statistic")
+            if r["load"] not in LOADS_PUBLISHED:
+                raise SpecError(where, "load", f"{r['load']!r} is not one of {', '.join(LOADS_PUBLISHED)}")
+            value = number(r["value"])
+            if value is None or value <= 0:
+                raise SpecError(where, "value", f"{r['value']!r} is not a positive number")
+            if r["unit"] != UNITS[r["metric"]]:
+                raise SpecError(where, "unit", f"{r['unit']!r} for {r['metric']} (expected {UNITS[r['metric']]})")
+            conc, rate, n = number(r["concurrency"]), number(r["request_rate"]), number(r["num_prompts"])
+            need = {"concurrency": ("concurrency", conc), "rate": ("request_rate", rate), "burst": ("num_prompts", n)}
+            col, v = need[r["load"]]
+            if v is None or v <= 0:
+                raise SpecError(where, col, f"a {r['load']} load needs a positive {col}")
+            T, G = number(r["input_len"]), number(r["output_len"])
+            why = None
+            if r["model"] not in models:
+                why = f"model {r['model']} not in the catalog"
+            elif r["gpu"] not in hws:
+                why = f"gpu {r['gpu']} not in the catalog"
+            elif T is None or G is None or T <= 0 or G <= 0:
+                why = "input or output length not published"
+            if why:
+                skipped.append((rid, why))
+                continue
+            w = r["weight_dtype"]
+            rows.append(LoadRow(
+                id=rid, run=r["run"], publisher=r["publisher"], engine=r["engine"], model=r["model"], hardware=r["gpu"],
+                weight_dtype=w, kv_dtype=r["kv_dtype"] or (w if w == "fp8" else None),
+                compute_dtype=compute_dtype_of(w, r["act_dtype"] or None), gpus=int(number(r["num_gpus"]) or 1),
+                tp=int(number(r["tp"]) or 1), load=r["load"], concurrency=int(conc) if conc else None, rate_per_s=rate,
+                num_prompts=int(n) if n else None, prompt_len=T, output_len=G, metric=r["metric"],
+                statistic=r["statistic"], value=value, engine_args=_engine_args(r["engine_args"], where)))
+    _check_runs(rows, path)
+    return rows, skipped
+
+
+RUN_FIELDS = ("publisher", "engine", "model", "hardware", "weight_dtype", "kv_dtype", "compute_dtype", "gpus", "tp",
+              "load", "concurrency", "rate_per_s", "num_prompts", "prompt_len", "output_len", "engine_args")
+
+
+def _check_runs(rows: list[LoadRow], path) -> None:
+    """Rows of one run must state the same conditions (they are predicted by one simulation)."""
+    first: dict[str, LoadRow] = {}
+    for r in rows:
+        f = first.setdefault(r.run, r)
+        diff = [k for k in RUN_FIELDS if getattr(f, k) != getattr(r, k)]
+        if diff:
+            raise SpecError(f"{path}: row {r.id}", diff[0], f"differs from row {f.id} of the same run {r.run}")
+        if sum(1 for x in rows if x.run == r.run and x.measured_as == r.measured_as) > 1:
+            raise SpecError(f"{path}: row {r.id}", "metric", f"run {r.run} states {r.measured_as} twice")
+
+
+def preset_name(engine: str, presets) -> str:
+    """The engine preset that models ``engine``: its own where the catalog has one (vllm,
+    sglang, trtllm for TensorRT-LLM and NIM, lmdeploy, tgi ...), else "default"."""
+    name = ENGINE_OF.get(engine, engine)
+    return name if name in presets else "default"
+
+
+def runs(rows: list[LoadRow]) -> dict[str, list[LoadRow]]:
+    out: dict[str, list[LoadRow]] = {}
+    for r in rows:
+        out.setdefault(r.run, []).append(r)
+    return out
+
+
+def simulated_requests(r: LoadRow) -> int:
+    """How many requests the scoring simulates for the run (see MAX_REQUESTS)."""
+    if r.load == "burst":
+        return int(r.num_prompts)
+    stated = r.num_prompts or ROUNDS_UNSTATED * (r.concurrency or 1)
+    floor = 2 * r.concurrency if r.load == "concurrency" else 1
+    return int(min(stated, max(MAX_REQUESTS, floor)))
+
+
+def scenario(run_rows: list[LoadRow], preset: str):
+    """The run as calc.accuracy.scenario resolves a benchmark file's run: every condition
+    from the rows (as options), the lengths fixed at the published values (or means)."""
+    from calc.accuracy.scenario import Conditions, resolve
+
+    r = run_rows[0]
+    run = Run(file=str(UNDER_LOAD), format="vllm-serve", label=r.run, load=r.load,
+              measured={x.measured_as: x.value for x in run_rows}, concurrency=r.concurrency,
+              rate_per_s=r.rate_per_s, num_requests=simulated_requests(r), prompt_len=r.prompt_len,
+              output_len=r.output_len, model_id=r.model)
+    seqs = r.engine_args.get("max_num_seqs")
+    opts = Conditions(model=r.model, hardware=r.hardware, engine=preset, tp=r.tp, gpus=r.gpus,
+                      weight_dtype=r.weight_dtype, kv_dtype=r.kv_dtype, compute_dtype=r.compute_dtype,
+                      prompt_len=r.prompt_len, output_len=r.output_len,
+                      max_num_seqs=int(seqs) if seqs else None)
+    return resolve(run, opts)
+
+
+def level(r: LoadRow) -> str:
+    """The load level a row is reported under: requests in flight (clients, or a burst's size)
+    in four bands, or "rate" for an open loop."""
+    n = r.in_flight
+    if n is None:
+        return "rate (open loop)"
+    return "1-4" if n <= 4 else "5-32" if n <= 32 else "33-128" if n <= 128 else ">128"
+
+
+LEVELS = ("1-4", "5-32", "33-128", ">128", "rate (open loop)")
+GROUP = {"ttft_s": "TTFT", "tpot_s": "TPOT/ITL", "itl_s": "TPOT/ITL", "e2e_s": "e2e",
+         "output_tokens_per_s": "throughput"}

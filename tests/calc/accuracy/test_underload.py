@@ -1,0 +1,213 @@
+"""Serving under load: the published load rows' schema, the held-out (LOSO) presets each
+publisher's rows are predicted with, and the report table's arithmetic."""
+
+import csv
+import math
+import re
+
+import numpy as np
+import pytest
+
+from calc import SpecError
+from calc.accuracy.fit import FitParam, FitSpec, loso
+from calc.accuracy.loadrows import (COLUMNS, LEVELS, MAX_REQUESTS, MEASURED, UNDER_LOAD, LoadRow, level, load_rows,
+                                    preset_name, scenario, simulated_requests)
+from calc.accuracy.rows import ENGINE_OF, PUBLISHED, Row
+from calc.accuracy.underload import LoadResult, figures, held_out, predict_all, section, table
+from calc.spec.catalog import hardware_catalog, model_catalog
+from calc.spec.engine import engines
+
+KNOWN_ENGINES = set(ENGINE_OF) | {"lmdeploy", "tgi"}
+
+
+def _raw():
+    with open(UNDER_LOAD, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_every_row_states_its_source_and_conditions():
+    raw = _raw()
+    models, hws = model_catalog(), hardware_catalog()
+    assert tuple(raw[0]) == COLUMNS
+    for r in raw:
+        assert r["publisher"] and r["source"] and r["run"], r["id"]
+        assert r["model"] in models and r["gpu"] in hws, r["id"]
+        assert r["engine"] in KNOWN_ENGINES and r["engine_version"], r["id"]
+        assert (r["metric"], r["statistic"]) in MEASURED, r["id"]
+        assert float(r["value"]) > 0 and float(r["input_len"]) > 0 and float(r["output_len"]) > 0, r["id"]
+        assert r["lengths"] in ("fixed", "mean") and r["load"] in ("concurrency", "rate", "burst"), r["id"]
+        assert int(r["tp"]) >= 1 and int(r["num_gpus"]) >= int(r["tp"]), r["id"]
+    assert len({r["id"] for r in raw}) == len(raw)
+    rows, skipped = load_rows()
+    assert len(rows) == len(raw) and not skipped
+
+
+def test_the_set_is_as_broad_as_the_issue_asks():
+    rows = load_rows()[0]
+    assert len({r.publisher for r in rows}) >= 5
+    assert len({r.engine for r in rows} - {"nim"}) >= 4  # NIM runs TensorRT-LLM: not an engine of its own
+    assert max(r.in_flight or 0 for r in rows) >= 128
+    assert {r.load for r in rows} == {"concurrency", "rate", "burst"}
+    assert {"TTFT", "TPOT/ITL", "throughput"} <= {{"ttft_s": "TTFT", "tpot_s": "TPOT/ITL", "itl_s": "TPOT/ITL",
+                                                  "output_tokens_per_s": "throughput"}.get(r.metric) for r in rows}
+
+
+def test_no_row_repeats_a_per_pass_row():
+    with open(PUBLISHED, newline="") as fh:
+        per_pass = {r["id"] for r in csv.DictReader(fh)}
+    assert not per_pass & {r["id"] for r in _raw()}
+
+
+def test_every_row_is_named_in_its_sources_section():
+    text = (UNDER_LOAD.parent / "SOURCES.md").read_text()
+    part = text[text.index("# Sources for `under_load.csv`"):]
+    prefixes = [p.rstrip("*") for p in re.findall(r"`([a-z0-9.-]+\*)`", part)]
+    assert len(prefixes) >= 5
+    assert not [r["id"] for r in _raw() if not any(r["id"].startswith(p) for p in prefixes)]
+
+
+def _write(tmp_path, **change):
+    good = {c: "" for c in COLUMNS} | dict(
+        id="x1", run="x", publisher="P", source="somewhere", engine="vllm", engine_version="0.6", model="llama-3.1-8b",
+        weight_dtype="bf16", gpu="h100-sxm", num_gpus="1", tp="1", load="concurrency", concurrency="8",
+        input_len="128", output_len="64", lengths="fixed", metric="ttft_s", statistic="mean", value="0.1", unit="s")
+    rows = [good | change] if "second" not in change else [good, good | change["second"]]
+    path = tmp_path / "load.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+@pytest.mark.parametrize("change, field", [
+    (dict(value="-1"), "value"), (dict(value="0"), "value"), (dict(source=""), "source"),
+    (dict(publisher=""), "publisher"), (dict(statistic="p42"), "metric"), (dict(metric="goodput"), "metric"),
+    (dict(load="batch"), "load"), (dict(concurrency=""), "concurrency"), (dict(unit="ms"), "unit"),
+    (dict(engine_args="max_num_seqs"), "engine_args"),
+    (dict(second=dict(id="x2", metric="tpot_s", concurrency="16")), "concurrency"),
+    (dict(second=dict(id="x2")), "metric"),  # the same statistic twice in one run
+])
+def test_a_bad_row_is_one_error_naming_it(tmp_path, change, field):
+    with pytest.raises(SpecError) as e:
+        load_rows(_write(tmp_path, **change))
+    assert field in str(e.value) and "row x" in str(e.value)
+
+
+def test_an_unknown_model_is_skipped_with_the_reason(tmp_path):
+    rows, skipped = load_rows(_write(tmp_path, model="llama-9-1t"))
+    assert rows == [] and skipped == [("x1", "model llama-9-1t not in the catalog")]
+
+
+def _load(rid, publisher, load="concurrency", conc=8, n=None, metric="ttft_s", stat="mean", engine="vllm", args=None):
+    return LoadRow(id=rid, run=rid, publisher=publisher, engine=engine, model="llama-3.1-8b", hardware="h100-sxm",
+                   weight_dtype="bf16", kv_dtype=None, compute_dtype=None, gpus=1, tp=1, load=load,
+                   concurrency=conc if load == "concurrency" else None, rate_per_s=2.0 if load == "rate" else None,
+                   num_prompts=n, prompt_len=128, output_len=64, metric=metric, statistic=stat, value=1.0,
+                   engine_args=args or {})
+
+
+def _pass(rid, publisher):
+    return Row(id=rid, publisher=publisher, engine="vllm", preset="vllm", model="llama-3.1-8b", hardware="h100-sxm",
+               weight_dtype="bf16", kv_dtype=None, compute_dtype=None, gpus=1, tp=1, pp=1, batch=1, concurrency=None,
+               prompt_len=128, output_len=128, metric="tpot_s", value=1.0)
+
+
+def test_each_publisher_is_predicted_with_presets_fitted_without_it():
+    """Three publishers with per-pass rows (A, B, C) and one with load rows only (D). The fake
+    fitter marks each fit with the publishers it saw (A = 1, B = 10, C = 100 in
+    step_overhead_us); the fake predictor returns the preset's mark. A's load rows must carry
+    B + C = 110, B's 101, C's 11, and D's the fit on everyone, 111."""
+    code = {"A": 1.0, "B": 10.0, "C": 100.0}
+    per_pass = [_pass("a", "A"), _pass("b", "B"), _pass("c", "C")]
+    spec = FitSpec(fitted={"step_overhead_us": FitParam(scope="engine", bounds=(0.0, 1e9), prior=0.0)})
+
+    def fitter(train, presets, spec_, pred):
+        mark = sum(code[p] for p in {r.publisher for r in train})
+        return {n: p.model_copy(update={"step_overhead_us": mark}) for n, p in presets.items()}
+
+    _, folds = loso(per_pass, engines(), spec, lambda r, p: 1.0, fitter=fitter)
+    fitted_all = fitter(per_pass, engines(), spec, None)
+    load = [_load("la", "A"), _load("lb", "B", load="rate"), _load("lc", "C", load="burst", n=50), _load("ld", "D")]
+
+    def fake(sc, preset):
+        return {m: preset.step_overhead_us for m in sc.measured}
+
+    res, failed = predict_all(load, lambda pub: held_out(pub, folds, fitted_all), predictor=fake)
+    assert not failed
+    assert {x.row.id: x.predicted for x in res} == {"la": 110.0, "lb": 101.0, "lc": 11.0, "ld": 111.0}
+
+
+def test_a_run_becomes_the_scenario_compare_predicts():
+    r = _load("r", "P", conc=16, n=1000, args={"max_num_seqs": "64", "gpu_memory_utilization": "0.5"})
+    sc = scenario([r, LoadRow(**{**r.__dict__, "id": "r2", "metric": "output_tokens_per_s",
+                                 "statistic": "aggregate", "value": 900.0})], "vllm")
+    assert (sc.model, sc.hardware, sc.engine, sc.tp, sc.gpus) == ("llama-3.1-8b", "h100-sxm", "vllm", 1, 1)
+    assert (sc.run.load, sc.run.concurrency, sc.max_num_seqs) == ("concurrency", 16, 64)
+    assert sc.prompt_lens.tolist() == [128] and sc.output_lens.tolist() == [64]
+    assert sc.measured == {"ttft_mean_s": 1.0, "output_tokens_per_s": 900.0}
+    assert sc.run.num_requests == MAX_REQUESTS  # 1000 published, capped
+
+
+def test_simulated_requests_by_hand():
+    assert simulated_requests(_load("a", "P", conc=8, n=48)) == 48  # the run's own count, under the cap
+    assert simulated_requests(_load("a", "P", conc=8, n=5000)) == MAX_REQUESTS
+    assert simulated_requests(_load("a", "P", conc=250, n=5000)) == 500  # two rounds of 250 clients
+    assert simulated_requests(_load("a", "P", conc=8)) == 80  # not published: ten per client
+    assert simulated_requests(_load("a", "P", load="burst", n=2048)) == 2048  # a burst is all of it
+    assert simulated_requests(_load("a", "P", load="rate", n=500)) == MAX_REQUESTS
+
+
+def test_preset_names():
+    p = engines()
+    assert preset_name("tensorrt-llm", p) == "trtllm" and preset_name("nim", p) == "trtllm"
+    assert preset_name("vllm", p) == "vllm" and preset_name("no-such-engine", p) == "default"
+    assert preset_name("lmdeploy", p) == ("lmdeploy" if "lmdeploy" in p else "default")
+
+
+def test_load_levels():
+    assert [level(_load("a", "P", conc=c)) for c in (1, 4, 5, 32, 33, 128, 129)] == \
+        ["1-4", "1-4", "5-32", "5-32", "33-128", "33-128", ">128"]
+    assert level(_load("a", "P", load="burst", n=2048)) == ">128"
+    assert level(_load("a", "P", load="rate")) == "rate (open loop)" == LEVELS[-1]
+
+
+def _res(rid, value, predicted, metric="ttft_s", conc=8, publisher="P"):
+    stat = "aggregate" if metric == "output_tokens_per_s" else "mean"
+    row = LoadRow(**{**_load(rid, publisher, conc=conc, metric=metric, stat=stat).__dict__, "value": value})
+    return LoadResult(row, "vllm", predicted)
+
+
+def test_figures_by_hand():
+    # errors -0.1, +0.2, -0.3, +0.4: |e| sorted 0.1 0.2 0.3 0.4 -> median 0.25; p90 at rank
+    # 0.9 * 3 = 2.7 -> 0.3 + 0.7 * 0.1 = 0.37; signed median of -0.3 -0.1 0.2 0.4 = 0.05
+    f = figures([-0.1, 0.2, -0.3, 0.4, math.nan])
+    assert f["n"] == 4 and f["median"] == pytest.approx(0.25) and f["p90"] == pytest.approx(0.37)
+    assert f["signed"] == pytest.approx(0.05)
+    assert figures([])["n"] == 0 and math.isnan(figures([])["median"])
+
+
+def test_the_table_by_hand():
+    res = [_res("t1", 1.0, 0.9), _res("t2", 1.0, 1.2), _res("t3", 2.0, 1.4), _res("t4", 2.0, 2.8),  # TTFT, c=8
+           _res("o1", 100.0, 150.0, "output_tokens_per_s", conc=64),  # +50%
+           _res("o2", 100.0, math.nan, "output_tokens_per_s", conc=64)]  # not predicted: not counted
+    out = table(res, "load level", lambda r: level(r.row), LEVELS).splitlines()
+    assert out[0].split() == ["load", "level", "all", "TTFT", "throughput"]
+    five = [c.strip() for c in re.split(r"\s{2,}", out[2].strip())]
+    assert five == ["5-32", "25% / 37% / +5% (4)", "25% / 37% / +5% (4)", "-"]
+    big = [c.strip() for c in re.split(r"\s{2,}", out[3].strip())]
+    assert big == ["33-128", "50% / 50% / +50% (1)", "-", "50% / 50% / +50% (1)"]
+    assert len(out) == 4  # only the levels that have rows
+    # all six rows in one group: |e| 0.1 0.2 0.3 0.4 0.5 -> median 0.3, p90 0.46, signed median 0.2
+    e = np.array([-0.1, 0.2, -0.3, 0.4, 0.5])
+    assert figures(e)["p90"] == pytest.approx(0.46) and figures(e)["signed"] == pytest.approx(0.2)
+
+
+def test_the_section_names_what_it_scores():
+    from calc.accuracy.underload import LoadRun
+
+    res = [_res("t1", 1.0, 0.9), _res("o1", 100.0, 150.0, "output_tokens_per_s", conc=64, publisher="Q")]
+    text = section(LoadRun(res, [("r9", "cannot be simulated")], 1.5), 2)
+    assert "## Serving under load" in text and "2 publishers" in text and "### By publisher" in text
+    assert "`r9`: cannot be simulated" in text and "1.5 s" in text
+    assert "median |error| 30%" in text  # |e| 0.1 and 0.5 -> median 0.3
