@@ -227,5 +227,5 @@ quantised matmuls, and the rest (16-bit and fp8).
     return (f"{len(r.results)} rows predicted ({len(r.skipped)} skipped) from {PUBLISHED.name}\n\n"
             f"{figures(r.results, n_file, fit)}\n\n{band_lines}parameters fitted on all rows:\n{_params_table(r)}\n\n"
             f"serving under load ({len(lr.results)} rows, held out by source, {lr.seconds:.1f} s, {lr.cpu_s:.1f} s CPU):\n"
-            f"{chr(10).join(underload.summary_lines(lr.results))}\n\n"
+            f"{chr(10).join(underload.summary_lines(lr.results) + underload.target_lines(lr.results))}\n\n"
             f"wrote {out / 'README.md'}, predictions.csv, {LOAD_PREDICTIONS}, errors.png{wrote}")

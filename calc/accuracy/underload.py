@@ -130,6 +130,21 @@ def summary_lines(results: list[LoadResult]) -> list[str]:
     return out
 
 
+# Issue 20's done-when figures for runs under load: (label, metric group or None for all, figure, bound)
+TARGETS = (("median |error|", None, "median", 0.10), ("p90 |error|", None, "p90", 0.30),
+           ("TTFT median |error|", "TTFT", "median", 0.15))
+
+
+def target_lines(results: list[LoadResult]) -> list[str]:
+    """Each target with its figure as measured and whether it is met."""
+    out = []
+    for label, group, key, bound in TARGETS:
+        f = figures(r.error for r in results if group is None or GROUP[r.row.metric] == group)
+        ok = f["n"] and f[key] <= bound
+        out.append(f"{label:<20} {_pct(f[key]):>5}  (target <= {_pct(bound)}: {'met' if ok else 'NOT met'})")
+    return out
+
+
 GROUPINGS: tuple[tuple[str, Callable[[LoadResult], str], tuple | None], ...] = (
     ("load level", lambda r: level(r.row), LEVELS),
     ("engine", lambda r: r.row.engine, None),
@@ -164,6 +179,8 @@ below the measurement (optimistic for a time, pessimistic for a rate). Scored in
 
 ```
 {chr(10).join(summary_lines(res))}
+
+{chr(10).join(target_lines(res))}
 ```
 
 {tables}

@@ -113,13 +113,13 @@ def _tightened(wl, targets: dict[str, float]):
 
 @command("accuracy")
 def accuracy_cmd(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for README.md, predictions.csv and errors.png.")] = Path("reports/accuracy"),
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for README.md, predictions.csv, under_load_predictions.csv and errors.png.")] = Path("reports/accuracy"),
     fit: Annotated[bool, typer.Option("--fit/--no-fit", help="Refit the fitted preset fields leave-one-source-out (a minute or two); --no-fit: presets as committed.")] = True,
     bands_out: Annotated[Path | None, typer.Option("--bands-out", help="Where the prediction bands go (default: calc/data/bands.yaml, the ones estimate, sweep, compare and plan read).")] = None,
     record_previous: Annotated[bool, typer.Option("--record-previous", help="Only record the committed presets' predictions as the 'previous presets' column (reports/accuracy/previous_presets.csv); run before the presets change.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Predict every published measurement (reports/accuracy/published.csv): ideal roofline, previous presets, current model held out by source; errors in %."""
+    """Predict every published measurement (reports/accuracy/published.csv): ideal roofline, previous presets, current model held out by source; then the runs under load (under_load.csv) through the serving simulator, held out by source; errors in %."""
     from calc.accuracy import report
     from calc.core.progress import bar
     from calc.spec.bands import BANDS_FILE

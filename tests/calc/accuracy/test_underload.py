@@ -211,3 +211,16 @@ def test_the_section_names_what_it_scores():
     assert "## Serving under load" in text and "2 publishers" in text and "### By publisher" in text
     assert "`r9`: cannot be simulated" in text and "1.5 s" in text
     assert "median |error| 30%" in text  # |e| 0.1 and 0.5 -> median 0.3
+
+
+def test_targets_by_hand():
+    from calc.accuracy.underload import target_lines
+
+    # TTFT errors 0.05, 0.10, 0.40 (median 0.10); throughput 0.02: overall |e| 0.02 0.05 0.10 0.40
+    # -> median 0.075 (met, <= 10%), p90 at rank 2.7 -> 0.10 + 0.7 * 0.30 = 0.31 (NOT met, > 30%)
+    res = [_res("a", 1.0, 1.05), _res("b", 1.0, 0.9), _res("c", 1.0, 1.4),
+           _res("d", 100.0, 102.0, "output_tokens_per_s")]
+    lines = target_lines(res)
+    assert lines[0].split()[:3] == ["median", "|error|", "8%"] and lines[0].endswith(": met)")
+    assert "31%" in lines[1] and lines[1].endswith("NOT met)")
+    assert "TTFT" in lines[2] and "10%" in lines[2] and lines[2].endswith(": met)")
