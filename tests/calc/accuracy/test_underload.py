@@ -224,3 +224,12 @@ def test_targets_by_hand():
     assert lines[0].split()[:3] == ["median", "|error|", "8%"] and lines[0].endswith(": met)")
     assert "31%" in lines[1] and lines[1].endswith("NOT met)")
     assert "TTFT" in lines[2] and "10%" in lines[2] and lines[2].endswith(": met)")
+
+
+def test_the_wheel_carries_the_load_rows():
+    tomllib = pytest.importorskip("tomllib")
+    from calc.spec.catalog import REPO_ROOT
+
+    setup = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert UNDER_LOAD.name in setup["package-data"]["calc._catalog.accuracy"]
+    assert setup["package-dir"]["calc._catalog.accuracy"] == "reports/accuracy"
