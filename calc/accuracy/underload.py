@@ -152,6 +152,18 @@ GROUPINGS: tuple[tuple[str, Callable[[LoadResult], str], tuple | None], ...] = (
 )
 
 
+def worst(results: list[LoadResult], n: int = 10) -> str:
+    """The ``n`` runs with the largest median |error| over their rows: where to look first."""
+    by_run: dict[str, list[LoadResult]] = {}
+    for r in results:
+        by_run.setdefault(r.row.run, []).append(r)
+    scored = [(figures(x.error for x in rs)["median"], name, rs) for name, rs in by_run.items()]
+    scored = sorted((s for s in scored if math.isfinite(s[0])), key=lambda s: -s[0])[:n]
+    lines = [[name, rs[0].row.publisher, rs[0].row.engine, level(rs[0].row), _pct(m),
+              ", ".join(f"{x.row.metric}/{x.row.statistic} {_pct(x.error, True)}" for x in rs)] for m, name, rs in scored]
+    return render.table(lines, ["run", "publisher", "engine", "level", "median |err|", "rows"])
+
+
 def section(lr: LoadRun, n_file: int, loso: bool = True) -> str:
     """The accuracy report's "Serving under load" section (markdown)."""
     from calc.accuracy.loadrows import MAX_REQUESTS, ROUNDS_UNSTATED
@@ -184,6 +196,12 @@ below the measurement (optimistic for a time, pessimistic for a rate). Scored in
 ```
 
 {tables}
+
+### The runs missed most
+
+```
+{worst(res)}
+```
 
 ### Rows not predicted
 

@@ -233,3 +233,11 @@ def test_the_wheel_carries_the_load_rows():
     setup = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert UNDER_LOAD.name in setup["package-data"]["calc._catalog.accuracy"]
     assert setup["package-dir"]["calc._catalog.accuracy"] == "reports/accuracy"
+
+
+def test_the_worst_runs_come_first():
+    from calc.accuracy.underload import worst
+
+    res = [_res("small", 1.0, 1.1), _res("big", 1.0, 3.0), _res("none", 1.0, math.nan)]
+    out = worst(res, 5).splitlines()
+    assert out[2].startswith("big") and "+200%" in out[2] and out[3].startswith("small") and len(out) == 4
