@@ -200,6 +200,26 @@ def scenario(run_rows: list[LoadRow], preset: str):
     return resolve(run, opts)
 
 
+def open_loop_in_flight(run_rows: list[LoadRow]) -> float | None:
+    """Requests in flight on average in an open-loop run, by Little's law on the run's own
+    published latencies: rate x e2e (the mean or median e2e, else TTFT + (G - 1) x TPOT/ITL);
+    None for a closed loop or a burst, or when the run publishes neither. For regimes only
+    (the prediction bands), never for a prediction."""
+    r = run_rows[0]
+    if r.load != "rate":
+        return None
+    by = {(x.metric, x.statistic): x.value for x in run_rows}
+    e2e = by.get(("e2e_s", "mean")) or by.get(("e2e_s", "median"))
+    if e2e is None:
+        ttft = by.get(("ttft_s", "mean")) or by.get(("ttft_s", "median"))
+        step = next((by[k] for k in (("tpot_s", "mean"), ("itl_s", "mean"), ("tpot_s", "median"),
+                                     ("itl_s", "median")) if k in by), None)
+        if ttft is None or step is None:
+            return None
+        e2e = ttft + (r.output_len - 1) * step
+    return r.rate_per_s * e2e
+
+
 def level(r: LoadRow) -> str:
     """The load level a row is reported under: requests in flight (clients, or a burst's size)
     in four bands, or "rate" for an open loop."""

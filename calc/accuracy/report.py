@@ -14,7 +14,7 @@ from calc.accuracy.band_report import section as band_section
 from calc.accuracy import underload
 from calc.accuracy.fit import FIT_FILE
 from calc.accuracy.harness import MODELS, PREVIOUS, PUBLISHED, Run, run
-from calc.accuracy.loadrows import UNDER_LOAD, level
+from calc.accuracy.loadrows import UNDER_LOAD, level, open_loop_in_flight, runs
 from calc.accuracy.summary import GROUPINGS, done_when, figures, grouped_table, overall_table
 from calc.core import text as render
 from calc.core.files import atomic_write, check_writable, out_folder
@@ -110,10 +110,11 @@ def _under_load(r: Run, out: Path):
     their predictions written to out/under_load_predictions.csv, laid out as predictions.csv
     (``current``: the held-out prediction), so that the bands read them too."""
     lr = underload.score(lambda publisher: underload.held_out(publisher, r.folds, r.fitted_all))
+    flight = {name: rs[0].in_flight or open_loop_in_flight(rs) for name, rs in runs([x.row for x in lr.results]).items()}
     atomic_write(out / LOAD_PREDICTIONS, render.to_csv([
         {"id": x.row.id, "run": x.row.run, "publisher": x.row.publisher, "engine": x.row.engine, "preset": x.preset,
          "model": x.row.model, "gpu": x.row.hardware, "tp": x.row.tp, "weight_dtype": x.row.weight_dtype,
-         "compute_dtype": x.row.compute_dtype or "", "load": x.row.load, "in_flight": x.row.in_flight or "",
+         "compute_dtype": x.row.compute_dtype or "", "load": x.row.load, "in_flight": flight[x.row.run] or "",
          "level": level(x.row), "metric": x.row.metric, "statistic": x.row.statistic, "measured": x.row.value,
          "current": x.predicted, "current_error": x.error} for x in lr.results]))
     return lr

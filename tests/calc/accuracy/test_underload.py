@@ -241,3 +241,16 @@ def test_the_worst_runs_come_first():
     res = [_res("small", 1.0, 1.1), _res("big", 1.0, 3.0), _res("none", 1.0, math.nan)]
     out = worst(res, 5).splitlines()
     assert out[2].startswith("big") and "+200%" in out[2] and out[3].startswith("small") and len(out) == 4
+
+
+def test_open_loop_in_flight_by_littles_law():
+    from calc.accuracy.loadrows import open_loop_in_flight
+
+    rate = _load("q", "P", load="rate")  # 2 requests/s, 64 output tokens
+    ttft = LoadRow(**{**rate.__dict__, "value": 0.5})
+    itl = LoadRow(**{**rate.__dict__, "id": "q2", "metric": "itl_s", "value": 0.02})
+    # e2e = 0.5 + 63 x 0.02 = 1.76 s; in flight = 2 / s x 1.76 s = 3.52
+    assert open_loop_in_flight([ttft, itl]) == pytest.approx(3.52)
+    e2e = LoadRow(**{**rate.__dict__, "id": "q3", "metric": "e2e_s", "statistic": "median", "value": 10.0})
+    assert open_loop_in_flight([ttft, e2e]) == pytest.approx(20.0)  # a published e2e wins
+    assert open_loop_in_flight([ttft]) is None and open_loop_in_flight([_load("c", "P")]) is None
