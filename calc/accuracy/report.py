@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
+from calc.accuracy import underload
 from calc.accuracy.band_report import done_when as band_done_when
 from calc.accuracy.band_report import make_bands, write_bands_file
 from calc.accuracy.band_report import section as band_section
-from calc.accuracy import underload
 from calc.accuracy.fit import FIT_FILE
 from calc.accuracy.harness import MODELS, PREVIOUS, PUBLISHED, Run, run
 from calc.accuracy.loadrows import UNDER_LOAD, level, open_loop_in_flight, runs

@@ -10,8 +10,19 @@ import pytest
 
 from calc import SpecError
 from calc.accuracy.fit import FitParam, FitSpec, loso
-from calc.accuracy.loadrows import (COLUMNS, LEVELS, MAX_REQUESTS, MEASURED, UNDER_LOAD, LoadRow, level, load_rows,
-                                    preset_name, scenario, simulated_requests)
+from calc.accuracy.loadrows import (
+    COLUMNS,
+    LEVELS,
+    MAX_REQUESTS,
+    MEASURED,
+    UNDER_LOAD,
+    LoadRow,
+    level,
+    load_rows,
+    preset_name,
+    scenario,
+    simulated_requests,
+)
 from calc.accuracy.rows import ENGINE_OF, PUBLISHED, Row
 from calc.accuracy.underload import LoadResult, figures, held_out, predict_all, section, table
 from calc.spec.catalog import hardware_catalog, model_catalog
