@@ -27,7 +27,8 @@ evenly spaced), poisson (`rate`).
 
 from __future__ import annotations
 
-from calc.accuracy.benchmarks.common import Run, measured, ms, number
+from calc.accuracy.benchmarks import schema as S
+from calc.accuracy.benchmarks.common import CONSTANT_BURSTINESS, Run, measured
 from calc.core.errors import SpecError
 
 
@@ -36,71 +37,95 @@ def is_guidellm(doc) -> bool:
         isinstance(b, dict) and "metrics" in b for b in doc["benchmarks"])
 
 
-def _dist(metrics: dict, key: str) -> dict:
-    d = metrics.get(key) or {}
-    return d.get("successful") or {}
+def _dist(metrics: dict, key: str, path, where: str) -> tuple[dict, str]:
+    """The `successful` DistributionSummary of one metric, and its field name for messages."""
+    name = f"{where}metrics.{key}."
+    d = S.mapping(metrics, key, path, f"{where}metrics.")
+    return S.mapping(d, "successful", path, name), f"{name}successful."
 
 
-def _stat(metrics: dict, key: str, stat: str):
-    d = _dist(metrics, key)
-    if stat in ("mean", "median"):
-        return d.get(stat)
-    return (d.get("percentiles") or {}).get(stat)
+def _stat(metrics: dict, key: str, stat: str, path, where: str, unit: float | None = None):
+    d, name = _dist(metrics, key, path, where)
+    if stat not in ("mean", "median"):
+        d, name = S.mapping(d, "percentiles", path, name), f"{name}percentiles."
+    if unit is not None:
+        return S.latency(d, stat, path, name, unit)
+    return S.number(d, stat, path, name)
 
 
 def read(doc: dict, path: str) -> list[Run]:
-    version = (doc.get("metadata") or {}).get("guidellm_version")
+    version = S.string(S.mapping(doc, "metadata", path), "guidellm_version", path, "metadata.")
     runs = []
     for i, b in enumerate(doc["benchmarks"]):
-        where = f"benchmarks[{i}]"
-        m = b.get("metrics")
-        if not isinstance(m, dict):
-            raise SpecError(path, f"{where}.metrics", "missing")
-        strategy = (b.get("args") or {}).get("strategy") or (b.get("config") or {}).get("strategy")
+        where = f"benchmarks[{i}]."
+        if not isinstance(b, dict):
+            raise SpecError(path, where[:-1], "must be an object")
+        m = S.mapping(b, "metrics", path, where, required=True)
+        args, config = S.mapping(b, "args", path, where), S.mapping(b, "config", path, where)
+        strategy = args.get("strategy") or config.get("strategy")
         if not isinstance(strategy, dict) or "type_" not in strategy:
-            raise SpecError(path, f"{where}.args.strategy", "missing: the load the benchmark applied is unknown")
+            raise SpecError(path, f"{where}args.strategy", "missing: the load the benchmark applied is unknown")
+        at = f"{where}{'args' if 'strategy' in args else 'config'}.strategy."
         kind = strategy["type_"]
-        n = number(_dist(m, "request_latency").get("count"))
+        count_d, count_at = _dist(m, "request_latency", path, where)
+        n = S.count(count_d, "count", path, count_at)
         conc = rate_ = None
         burstiness = 1.0
         if kind == "synchronous":
             load, conc = "concurrency", 1
         elif kind == "concurrent":
-            load, conc = "concurrency", int(strategy["streams"])
+            load, conc = "concurrency", S.count(strategy, "streams", path, at, low=1, required=True)
         elif kind == "throughput":  # everything at once; with max_concurrency, a closed loop of that many
-            cap = number(strategy.get("max_concurrency"))
-            load, conc = ("concurrency", int(cap)) if cap else ("burst", int(n) if n else None)
+            cap = S.count(strategy, "max_concurrency", path, at, low=1)
+            load, conc = ("concurrency", cap) if cap else ("burst", n or None)
         elif kind in ("constant", "poisson"):
-            load, rate_ = "rate", number(strategy.get("rate"))
-            burstiness = 1.0 if kind == "poisson" else 1e4  # constant gaps: gamma of a very large shape
+            load = "rate"
+            rate_ = S.number(strategy, "rate", path, at, high=1e9, above=True, required=True)
+            burstiness = 1.0 if kind == "poisson" else CONSTANT_BURSTINESS  # constant gaps
         else:
-            raise SpecError(path, f"{where}.args.strategy.type_", f"strategy {kind!r} is not modelled")
-        requests = ((b.get("requests") or {}).get("successful")) or []
-        prompts = tuple(int(r["prompt_tokens"]) for r in requests if number(r.get("prompt_tokens")) is not None)
-        outputs = tuple(int(r["output_tokens"]) for r in requests if number(r.get("output_tokens")) is not None)
+            raise SpecError(path, f"{at}type_", f"strategy {str(kind)[:40]!r} is not modelled")
+        reqs = S.mapping(b, "requests", path, where).get("successful") or []
+        if not isinstance(reqs, list):
+            raise SpecError(path, f"{where}requests.successful", "must be a list")
+        prompts, outputs = [], []
+        for j, r in enumerate(reqs):
+            if not isinstance(r, dict):
+                raise SpecError(path, f"{where}requests.successful[{j}]", "must be an object")
+            at_r = f"{where}requests.successful[{j}]."
+            t, g = S.tokens(r, "prompt_tokens", path, at_r), S.tokens(r, "output_tokens", path, at_r)
+            if t is not None:
+                prompts.append(int(t))
+            if g is not None:
+                outputs.append(int(g))
         # per-request lengths only when every request is there (--output-sampling keeps a sample)
-        ok = prompts and len(prompts) == len(outputs) == len(requests) == n
-        worker = b.get("worker") or {}
-        backend = (b.get("config") or {}).get("backend") or {}
-        label = f"{kind}" + (f"@{strategy.get('streams') or strategy.get('rate')}" if kind in (
+        ok = prompts and len(prompts) == len(outputs) == len(reqs) == n
+        worker = S.mapping(b, "worker", path, where)
+        backend = S.mapping(config, "backend", path, f"{where}config.")
+        label = f"{kind}" + (f"@{conc if kind == 'concurrent' else f'{rate_:g}'}" if kind in (
             "concurrent", "constant", "poisson") else "")
         runs.append(Run(
             file=path, format="guidellm", label=f"{i}:{label}", load=load, concurrency=conc, rate_per_s=rate_,
-            burstiness=burstiness, num_requests=int(n) if n else None,
+            burstiness=burstiness, num_requests=n or None,
             measured=measured(
-                ttft_mean_s=ms(_stat(m, "time_to_first_token_ms", "mean")),
-                ttft_p50_s=ms(_stat(m, "time_to_first_token_ms", "median")),
-                ttft_p99_s=ms(_stat(m, "time_to_first_token_ms", "p99")),
-                itl_mean_s=ms(_stat(m, "inter_token_latency_ms", "mean")),
-                e2e_mean_s=number(_stat(m, "request_latency", "mean")),
-                e2e_p50_s=number(_stat(m, "request_latency", "median")),
-                e2e_p99_s=number(_stat(m, "request_latency", "p99")),
-                output_tokens_per_s=number(_stat(m, "output_tokens_per_second", "mean")),
-                requests_per_s=number(_stat(m, "requests_per_second", "mean"))),
-            prompt_lens=prompts if ok else None, output_lens=outputs if ok else None,
-            prompt_len=number(_stat(m, "prompt_token_count", "mean")),
-            output_len=number(_stat(m, "output_token_count", "mean")),
-            model_id=worker.get("backend_model") or backend.get("model"),
+                ttft_mean_s=_stat(m, "time_to_first_token_ms", "mean", path, where, 1e-3),
+                ttft_p50_s=_stat(m, "time_to_first_token_ms", "median", path, where, 1e-3),
+                ttft_p99_s=_stat(m, "time_to_first_token_ms", "p99", path, where, 1e-3),
+                itl_mean_s=_stat(m, "inter_token_latency_ms", "mean", path, where, 1e-3),
+                e2e_mean_s=_stat(m, "request_latency", "mean", path, where, 1.0),
+                e2e_p50_s=_stat(m, "request_latency", "median", path, where, 1.0),
+                e2e_p99_s=_stat(m, "request_latency", "p99", path, where, 1.0),
+                output_tokens_per_s=_stat(m, "output_tokens_per_second", "mean", path, where),
+                requests_per_s=_stat(m, "requests_per_second", "mean", path, where)),
+            prompt_lens=tuple(prompts) if ok else None, output_lens=tuple(outputs) if ok else None,
+            prompt_len=_tokens(m, "prompt_token_count", path, where),
+            output_len=_tokens(m, "output_token_count", path, where),
+            model_id=S.string(worker, "backend_model", path, f"{where}worker.")
+            or S.string(backend, "model", path, f"{where}config.backend."),
             tool_version=version or ("0.3-era schema (args.strategy)" if "args" in b else None),
         ))
     return runs
+
+
+def _tokens(m, key, path, where):
+    d, name = _dist(m, key, path, where)
+    return S.tokens(d, "mean", path, name)

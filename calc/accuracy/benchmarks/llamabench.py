@@ -14,10 +14,9 @@ by ", ". In the CSV every value is a quoted string; in JSON numbers and booleans
 
 from __future__ import annotations
 
-import csv
-import io
-
-from calc.accuracy.benchmarks.common import Run, measured, number
+from calc.accuracy.benchmarks import schema as S
+from calc.accuracy.benchmarks.common import Run, measured
+from calc.core import limits
 from calc.core.errors import SpecError
 
 REQUIRED = ("n_prompt", "n_gen", "avg_ts")
@@ -41,12 +40,8 @@ def is_llamabench(doc) -> bool:
     return bool(rows) and all(isinstance(r, dict) and "avg_ts" in r and "n_prompt" in r for r in rows)
 
 
-def csv_rows(text: str) -> list[dict] | None:
-    """The rows of a llama-bench CSV, or None if the header is not llama-bench's."""
-    reader = csv.DictReader(io.StringIO(text))
-    if not reader.fieldnames or not all(f in reader.fieldnames for f in REQUIRED):
-        return None
-    return list(reader)
+def is_llamabench_csv(header: list[str]) -> bool:
+    return all(f in header for f in REQUIRED)
 
 
 def _file_type(model_type: str | None) -> str | None:
@@ -61,30 +56,39 @@ def _file_type(model_type: str | None) -> str | None:
 def read(rows: list[dict], path: str) -> list[Run]:
     runs = []
     for i, r in enumerate(rows):
-        missing = [k for k in REQUIRED if number(r.get(k)) is None]
+        where = f"row {i + 1}: "
+        if not isinstance(r, dict):
+            raise SpecError(path, f"row {i + 1}", "must be an object")
+        missing = [k for k in REQUIRED if r.get(k) in (None, "")]
         if missing:
             raise SpecError(path, f"row {i + 1}", f"missing {', '.join(missing)} (truncated row?)")
-        n_p, n_g = int(number(r["n_prompt"])), int(number(r["n_gen"]))
-        depth = int(number(r.get("n_depth")) or 0)
-        ts = number(r["avg_ts"])
+        n_p = S.number(r, "n_prompt", path, where, high=limits.MAX_TOKENS, whole=True, text=True)
+        n_g = S.number(r, "n_gen", path, where, high=limits.MAX_TOKENS, whole=True, text=True)
+        depth = S.number(r, "n_depth", path, where, high=limits.MAX_TOKENS, whole=True, text=True) or 0
+        if n_p == 0 and n_g == 0:
+            raise SpecError(path, f"{where}n_prompt, n_gen", "both 0: a test of no tokens measured nothing")
+        ts = S.number(r, "avg_ts", path, where, above=True, text=True)
+        ubatch = S.number(r, "n_ubatch", path, where, low=1, high=limits.MAX_TOKENS, whole=True, text=True)
         kind = "pp" if n_g == 0 else "tg" if n_p == 0 else "pg"
         metric = {"pp": "prefill_tokens_per_s", "tg": "decode_tokens_per_s", "pg": "tokens_per_s"}[kind]
         label = f"{kind}{n_p or ''}{'+' if kind == 'pg' else ''}{n_g or ''}" + (f"@d{depth}" if depth else "")
-        gpus = [g.strip() for g in str(r.get("gpu_info") or "").split(",") if g.strip()]
-        cond: dict[str, object] = {"gpu_info": r.get("gpu_info"), "model_type": r.get("model_type"),
-                                   "n_gpu_layers": number(r.get("n_gpu_layers")),
-                                   "split_mode": r.get("split_mode"), "gpus": len(gpus) or None}
+        text = {k: S.string(r, k, path, where) for k in ("gpu_info", "model_type", "split_mode", "type_k",
+                                                          "model_filename", "build_commit")}
+        gpus = [g.strip() for g in str(text["gpu_info"] or "").split(",") if g.strip()]
+        cond: dict[str, object] = {"gpu_info": text["gpu_info"], "model_type": text["model_type"],
+                                   "n_gpu_layers": S.count(r, "n_gpu_layers", path, where, text=True),
+                                   "split_mode": text["split_mode"], "gpus": len(gpus) or None}
         if gpus and gpus[0] in GPU_NAMES and all(g == gpus[0] for g in gpus):
             cond["hardware"] = GPU_NAMES[gpus[0]]
-        if (w := _file_type(r.get("model_type"))) is not None:
+        if (w := _file_type(text["model_type"])) is not None:
             cond["weight_dtype"] = w
-        if (kv := KV_TYPES.get(str(r.get("type_k") or "").lower())) is not None:
+        if (kv := KV_TYPES.get(str(text["type_k"] or "").lower())) is not None:
             cond["kv_dtype"] = kv
-        build = r.get("build_commit")
+        build = text["build_commit"]
         runs.append(Run(
             file=path, format="llama-bench", label=f"{i + 1}:{label}", load="batch", batch=1,
             measured=measured(**{metric: ts}), prompt_len=float(n_p), output_len=float(n_g), depth=depth,
-            ubatch=int(number(r.get("n_ubatch")) or 512), model_id=r.get("model_filename"),
-            tool_version=f"build {r.get('build_number')} ({build})" if build else None, conditions=cond,
+            ubatch=ubatch or 512, model_id=text["model_filename"],
+            tool_version=f"build {str(r.get('build_number'))[:20]} ({build})" if build else None, conditions=cond,
         ))
     return runs

@@ -14,6 +14,7 @@ Arrivals at a finite rate are Poisson (np.random.exponential in get_request).
 
 from __future__ import annotations
 
+from calc.accuracy.benchmarks import schema as S
 from calc.accuracy.benchmarks.common import Run, serving_run
 
 
@@ -23,5 +24,7 @@ def is_sglang(doc) -> bool:
 
 
 def read(doc: dict, path: str, index: int, count: int) -> Run:
-    return serving_run(doc, path, "sglang", f"run {index + 1}" if count > 1 else "run", "e2e_latency",
-                       conditions={k: doc[k] for k in ("backend", "dataset_name") if doc.get(k) is not None})
+    where = f"line {index + 1}: " if count > 1 else ""
+    return serving_run(doc, path, "sglang", f"run {index + 1}" if count > 1 else "run", "e2e_latency", where,
+                       conditions={k: S.string(doc, k, path, where) for k in ("backend", "dataset_name")
+                                   if doc.get(k) is not None})

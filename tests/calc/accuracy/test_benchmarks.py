@@ -130,7 +130,7 @@ def test_bad_files_name_the_file(name, needle):
 
 @pytest.mark.parametrize("text, needle", [
     ("", "empty file"),
-    ("a,b\n1,2\n", "CSV without llama-bench's columns"),
+    ("a,b\n1,2\n", "a CSV without llama-bench's"),
     ('{"x": 1}\n{"y": ', "line 2"),
     ('[{"n_prompt": 1}]', "not llama-bench output"),
     ('{"benchmarks": [{"metrics": {}}]}', "strategy"),
