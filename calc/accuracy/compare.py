@@ -7,7 +7,9 @@ A scenario (calc.accuracy.scenario) is predicted by its load:
   (e2e includes the preset's per-request serving time; output tok/s = B G / e2e);
 - llama-bench rows: prefill of n_prompt tokens in passes of n_ubatch after n_depth cached
   ones, and n_gen single-token decode steps at contexts n_depth ..., straight from
-  calc.cost.latency's prefill_cost / decode_cost; tokens/s = tokens / time;
+  calc.cost.latency's prefill_cost / decode_cost (one vectorised call each; past MAX_PASSES
+  passes or steps, at MAX_PASSES evenly spaced ones, times their count: pass time is smooth
+  in the context, and the run's time stays bounded); tokens/s = tokens / time;
 - N concurrent clients: throughput from the continuous-batching steady state with N
   running (harness.predict for fixed lengths, so the numbers are `roofline accuracy`'s);
   TTFT, TPOT, ITL and e2e from the simulator (calc.serving.simulate) running the same
@@ -21,6 +23,12 @@ A scenario (calc.accuracy.scenario) is predicted by its load:
 Every replica runs the engine preset's scheduler (calc/data/engines.yaml: token budget, running
 cap, KV share, prefill policy, preemption, CUDA-graph cap) on the run's GPU, with the run's own
 engine arguments over it (--engine-arg KEY=VALUE, or engine_args: in the sidecar).
+
+vLLM's rate ramp (--ramp-up-strategy): gamma gaps at each request's rate on the ramp. Runs that
+ask the same question (same conditions, load and lengths: a JSON-lines file that repeats one line)
+are predicted once. A compare predicts at most limits.max_scenarios() distinct runs, and simulates
+at most limits.max_simulated() requests over all of them, so its time is bounded before any
+simulation starts.
 
 Client-side times (TTFT, e2e) add the preset's request_overhead_us, as the harness does.
 Statistics run over every simulated request, as the tools' do. ITL p50/p99 are not
@@ -42,6 +50,8 @@ from calc.core.units import DEFAULT_GROUP_SIZE
 from calc.spec.bands import is_rate
 from calc.spec.catalog import load_hardware, load_model
 from calc.spec.engine import EngineSpec, family, load_preset  # noqa: F401 (load_preset: re-exported)
+
+MAX_PASSES = 4096  # llama-bench passes / decode steps costed one by one (4096 x ~40 operators: milliseconds)
 
 
 @dataclass(frozen=True)
@@ -106,9 +116,10 @@ def predict(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
     return {m: out.get(m, math.nan) for m in sc.measured}
 
 
-def compare(sc: Scenario, preset: EngineSpec | None = None) -> RunResult:
+def compare(sc: Scenario, preset: EngineSpec | None = None, pred: dict[str, float] | None = None) -> RunResult:
+    """The run's metrics, measured against ``pred`` (its prediction under ``preset`` when not given)."""
     preset = preset or load_preset(sc.engine)
-    pred = predict(sc, preset)
+    pred = predict(sc, preset) if pred is None else pred
     notes = ()
     if pred and all(math.isnan(v) for v in pred.values()):
         notes = ("nothing predicted: the weights and the KV cache of one replica do not fit on the GPUs",)
@@ -145,19 +156,31 @@ def _llamabench(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
     eff = Efficiency.of(hw, preset.ideal)
     run = sc.run
     T, G, depth = int(run.prompt_len), int(run.output_len), run.depth
-    step = run.ubatch or T or 1
+    step = min(run.ubatch or T or 1, T or 1)
+    full, rest = divmod(T, step)  # prompt passes of n_ubatch tokens after what is cached, and a shorter last one
     t_prefill = 0.0
-    for start in range(0, T, step):  # prompt passes of n_ubatch tokens after what is cached
-        chunk = min(step, T - start)
-        cost, _ = prefill_cost(model, hw, 1, chunk, dt, eff, attention, past=depth + start, par=par)
+    if full:
+        starts, weight = _spaced(full)
+        past = depth + starts * step
+        cost, _ = prefill_cost(model, hw, 1, step, dt, eff, attention, past=past, par=par, shape=past.shape)
+        t_prefill = float(np.sum(cost.time_s)) * weight
+    if rest:
+        cost, _ = prefill_cost(model, hw, 1, rest, dt, eff, attention, past=depth + full * step, par=par)
         t_prefill += float(cost.time_s)
     t_decode = 0.0
     if G:
-        contexts = depth + T + np.arange(G, dtype=float)
-        t_decode = float(np.sum(decode_cost(model, hw, 1, contexts, dt, eff, attention, par).time_s))
+        steps, weight = _spaced(G)
+        t_decode = float(np.sum(decode_cost(model, hw, 1, depth + T + steps, dt, eff, attention, par).time_s)) * weight
     return {"prefill_tokens_per_s": T / t_prefill if T else math.nan,
             "decode_tokens_per_s": G / t_decode if G else math.nan,
             "tokens_per_s": (T + G) / (t_prefill + t_decode)}
+
+
+def _spaced(n: int) -> tuple[np.ndarray, float]:
+    """Indices 0..n-1, or MAX_PASSES of them evenly spaced, and the weight each stands for."""
+    if n <= MAX_PASSES:
+        return np.arange(n, dtype=float), 1.0
+    return np.linspace(0, n - 1, MAX_PASSES), n / MAX_PASSES
 
 
 def _replica(sc: Scenario, preset: EngineSpec, max_batch: int | None, requests: int = 1):
@@ -174,15 +197,44 @@ def _replica(sc: Scenario, preset: EngineSpec, max_batch: int | None, requests: 
     return rep
 
 
-def _requests(sc: Scenario) -> tuple[np.ndarray, np.ndarray]:
+def simulated(sc: Scenario) -> int:
+    """How many requests the run's prediction simulates (0 for the closed forms): every request the
+    run sent, up to calc.core.limits.max_requests(), so an overloaded run's backlog shows."""
     from calc.core import limits
 
     run = sc.run
-    n = min(run.num_requests or len(sc.prompt_lens) or 1, limits.max_requests())
+    if run.format == "llama-bench" or run.load == "batch":
+        return 0
+    n = run.num_requests or len(sc.prompt_lens) or 1
+    if sc.prompt_lens.size > 1:
+        n = min(n, sc.prompt_lens.size)
+    elif run.load == "concurrency":
+        n = max(n, run.concurrency or 1)  # every client sends at least one
+    return min(n, limits.max_requests())
+
+
+def _requests(sc: Scenario) -> tuple[np.ndarray, np.ndarray]:
+    n = simulated(sc)
     if sc.prompt_lens.size > 1:
         return sc.prompt_lens[:n].astype(np.int64), np.maximum(sc.output_lens[:n], 1).astype(np.int64)
-    n = max(n, run.concurrency or 1) if run.load == "concurrency" else n
     return np.full(n, int(sc.prompt_lens[0])), np.full(n, max(int(sc.output_lens[0]), 1))
+
+
+def arrivals(run, n: int) -> np.ndarray:
+    """Unit-rate gaps for ``simulate(rate_per_s=1.0, gaps=...)``: a burst (all at t = 0), or
+    vLLM's ramp: request i of the run's N sent at rate r_i = start + (end - start) i / (N - 1)
+    (linear) or start (end / start)^(i / (N - 1)) (exponential), gamma gaps of shape burstiness."""
+    from calc.serving.simulate import arrival_gaps
+
+    if run.load == "burst":
+        return np.zeros(n)
+    strategy, lo, hi = run.ramp_up
+    progress = np.arange(n) / max((run.num_requests or n) - 1, 1)
+    r = lo + (hi - lo) * progress if strategy == "linear" else lo * (hi / lo) ** progress
+    b = run.burstiness
+    unit = arrival_gaps(n, "poisson" if b == 1.0 else "gamma", 1.0 / math.sqrt(b))
+    # vLLM asserts each rate is > 0; a linear ramp from 0 sends its first request at once
+    return np.divide(unit, r, out=np.zeros(n), where=r > 0)
 
 
 def _serving(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
@@ -202,7 +254,9 @@ def _serving(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
     out: dict[str, float] = {}
     latency = {"ttft", "tpot", "itl", "e2e"} & {m.split("_")[0] for m in want}
     if latency or run.load != "concurrency":
-        if run.load == "rate":
+        if run.load == "burst" or run.ramp_up is not None:  # explicit arrival times
+            sim = simulate(rep, T, G, rate_per_s=1.0, gaps=arrivals(run, T.size))
+        elif run.load == "rate":
             b = run.burstiness
             sim = simulate(rep, T, G, rate_per_s=run.rate_per_s, process="poisson" if b == 1.0 else "gamma",
                            cv=1.0 / math.sqrt(b))
@@ -233,23 +287,58 @@ def _serving(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
     return out
 
 
+def question(sc: Scenario) -> tuple:
+    """What a prediction depends on: two runs with the same key get the same prediction."""
+    r = sc.run
+    return (sc.model, sc.hardware, sc.engine, sc.tp, sc.pp, sc.gpus, sc.weight_dtype, sc.kv_dtype, sc.compute_dtype,
+            sc.batch, sc.max_num_seqs, sc.prompt_lens.tobytes(), sc.output_lens.tobytes(), tuple(sorted(sc.measured)),
+            sc.constant_lengths, r.format, r.load, r.batch, r.concurrency, r.rate_per_s, r.burstiness, r.ramp_up,
+            r.num_requests, r.prompt_len, r.output_len, r.depth, r.ubatch)
+
+
 def compare_files(files, options) -> tuple[list[RunResult], list[tuple[str, str]], dict[str, EngineSpec]]:
     """Read, resolve and predict every run of every file. A file that cannot be read or
-    resolved is one (file, message) failure; the other files are still compared.
+    resolved is one (file, message) failure; the other files are still compared. The work is
+    counted before any is done (distinct runs, simulated requests): over a limit is one SpecError.
     Returns (results, failures, the presets used by name)."""
     from calc.accuracy.benchmarks import read_results
     from calc.accuracy.scenario import resolve
+    from calc.core import limits
 
-    results, failures, presets = [], [], {}
+    failures, presets, read, memo = [], {}, [], {}
     for f in files:
         try:
-            scenarios = [resolve(run, options) for run in read_results(f)]
+            scenarios = [resolve(run, options, memo) for run in read_results(f)]
             for sc in scenarios:
                 if sc.engine not in presets:
                     presets[sc.engine] = load_preset(sc.engine)
-            results += [compare(sc, presets[sc.engine]) for sc in scenarios]
+            read.append((f, scenarios))
         except SpecError as exc:  # an option-level message (--prompt-len, ...) still names the file
-            failures.append((str(f), str(exc) if str(exc).startswith(str(f)) else f"{f}: {exc}"))
+            failures.append((str(f), _named(f, exc)))
+    distinct = {question(sc): sc for _, scs in read for sc in scs}
+    if len(distinct) > limits.max_scenarios():
+        raise SpecError("compare", None, limits.too_many("distinct runs", len(distinct), limits.max_scenarios(),
+                                                         limits.SCENARIOS_ENV))
+    total = sum(simulated(sc) for sc in distinct.values())
+    if total > limits.max_simulated():
+        raise SpecError("compare", None, limits.too_many("simulated requests (over all runs)", total,
+                                                         limits.max_simulated(), limits.SIMULATED_ENV))
+    results, predicted = [], {}
+    for f, scenarios in read:
+        try:
+            out = []
+            for sc in scenarios:
+                key = question(sc)
+                if key not in predicted:
+                    predicted[key] = predict(sc, presets[sc.engine])
+                out.append(compare(sc, presets[sc.engine], predicted[key]))
+            results += out
+        except SpecError as exc:
+            failures.append((str(f), _named(f, exc)))
         except RuntimeError as exc:  # the simulator: a request larger than the KV cache holds
             failures.append((str(f), f"{f}: cannot be simulated: {exc}"))
     return results, failures, presets
+
+
+def _named(f, exc: SpecError) -> str:
+    return str(exc) if str(exc).startswith(str(f)) else f"{f}: {exc}"

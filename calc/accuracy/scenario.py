@@ -10,23 +10,29 @@ naming the file and the missing field.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt
 
 from calc.accuracy.benchmarks import Run
+from calc.accuracy.benchmarks.schema import MAX_TEXT
+from calc.core import limits
 from calc.core.errors import SpecError
+from calc.core.files import exists
+from calc.cost.parallel import Parallel, check
 from calc.spec.catalog import build, load_hardware, load_model, model_catalog, read_yaml
 from calc.spec.engine import engine_arg_names, engines, family, load_preset
 from calc.spec.scheduler import Serving, map_engine_args, resolve_serving
 
 # What each format measures, run by default: vLLM's tools -> the vllm preset, and so on.
+# GenAI-Perf benchmarks whatever serves the endpoint (NIM: TensorRT-LLM or vLLM inside): no preset is implied.
 ENGINE_OF_FORMAT = {"vllm-serve": "vllm", "vllm-latency": "vllm", "sglang": "sglang", "llama-bench": "llama.cpp",
-                    "guidellm": "default"}
+                    "guidellm": "default", "genai-perf": "default", "trtllm-bench": "trtllm",
+                    "lmdeploy-restful": "lmdeploy", "lmdeploy-throughput": "lmdeploy"}
 # Hugging Face ids that serving tools write as model_id, for catalog models whose source
 # config is a sibling checkpoint (base vs Instruct share the shapes). Mistral-7B v0.3 differs
 # from the catalog's v0.1 only in its vocabulary (32768 vs 32000 rows), as the accuracy table counts it.
@@ -39,24 +45,36 @@ HF_IDS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "meta-llama/Meta-L
           "Qwen/Qwen2.5-7B-Instruct": "qwen2.5-7b"}
 
 
+StrictNumber = Annotated[float, BeforeValidator(lambda v: _no_bool(v))]
+
+
+def _no_bool(v):
+    if isinstance(v, bool) or isinstance(v, str):
+        raise ValueError(f"must be a number, got {'true/false' if isinstance(v, bool) else repr(v)[:30]}")
+    return v
+
+
 class Conditions(BaseModel):
     """What a sidecar YAML (or the options) may state about a run."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    model: str | None = None
-    hardware: str | None = None
-    engine: str | None = None
-    tp: int | None = Field(default=None, ge=1)
-    pp: int | None = Field(default=None, ge=1)
-    gpus: int | None = Field(default=None, ge=1)
-    weight_dtype: str | None = None
-    kv_dtype: str | None = None
-    compute_dtype: str | None = None
-    batch: int | None = Field(default=None, ge=1)
-    prompt_len: float | None = Field(default=None, gt=0)
-    output_len: float | None = Field(default=None, gt=0)
-    max_num_seqs: int | None = Field(default=None, ge=1)  # running requests (any engine; also in engine_args)
+    model: str | None = Field(default=None, max_length=MAX_TEXT)
+    hardware: str | None = Field(default=None, max_length=MAX_TEXT)
+    engine: str | None = Field(default=None, max_length=MAX_TEXT)
+    tp: StrictInt | None = Field(default=None, ge=1, le=limits.MAX_PARALLEL)
+    pp: StrictInt | None = Field(default=None, ge=1, le=limits.MAX_PARALLEL)
+    gpus: StrictInt | None = Field(default=None, ge=1, le=limits.MAX_PARALLEL)
+    weight_dtype: str | None = Field(default=None, max_length=64)
+    kv_dtype: str | None = Field(default=None, max_length=64)
+    compute_dtype: str | None = Field(default=None, max_length=64)
+    batch: StrictInt | None = Field(default=None, ge=1, le=limits.MAX_BATCH)
+    prompt_len: StrictNumber | None = Field(default=None, gt=0, le=limits.MAX_TOKENS)
+    output_len: StrictNumber | None = Field(default=None, gt=0, le=limits.MAX_TOKENS)
+    max_num_seqs: StrictInt | None = Field(default=None, ge=1, le=limits.MAX_BATCH)
+    # the load, for files that do not record it (a GenAI-Perf CSV, trtllm-bench --concurrency N)
+    concurrency: StrictInt | None = Field(default=None, ge=1, le=limits.MAX_BATCH)
+    request_rate: StrictNumber | None = Field(default=None, gt=0, le=1e9)
     # the engine's own arguments (vLLM: max_num_batched_tokens, gpu_memory_utilization, ...), checked
     # against the run's engine preset (calc/data/engines.yaml engine_args)
     engine_args: dict[str, Any] | None = None
@@ -118,7 +136,7 @@ def resolve_model_id(model_id: str | None) -> str | None:
     for name, cfg in _source_configs(tuple(sorted(catalog.items()))):
         if cfg.startswith(f"https://huggingface.co/{model_id}/"):
             return name
-    if Path(model_id).exists():
+    if exists(model_id):  # a name too long to look up counts as existing: load_model says why
         try:
             load_model(model_id)
         except SpecError:
@@ -133,8 +151,17 @@ def _source_configs(catalog: tuple) -> tuple[tuple[str, str], ...]:
     return tuple((name, str(((read_yaml(path) or {}).get("sources") or {}).get("cfg", ""))) for name, path in catalog)
 
 
-def resolve(run: Run, options: Conditions) -> Scenario:
-    side, side_path = read_sidecar(run.file)
+def resolve(run: Run, options: Conditions, memo: dict | None = None) -> Scenario:
+    """The run's scenario. ``memo``: a dict shared by the runs of one compare, so that a file's
+    sidecar, a model id and a model spec are looked up once, not once per run."""
+    memo = {} if memo is None else memo
+
+    def once(key, make):
+        if key not in memo:
+            memo[key] = make()
+        return memo[key]
+
+    side, side_path = once(("sidecar", run.file), lambda: read_sidecar(run.file))
     hint = side_path or str(sidecar_path(run.file))
     origin: dict[str, str] = {}
     assumed: list[str] = []
@@ -152,23 +179,30 @@ def resolve(run: Run, options: Conditions) -> Scenario:
         return default
 
     cond = run.conditions
-    model = pick("model", resolve_model_id(run.model_id))
+    run = _load(run, options, side, hint)
+    model = pick("model", once(("id", run.model_id), lambda: resolve_model_id(run.model_id)))
     if model is None:
         named = f" (it names {run.model_id!r}, not a catalog model)" if run.model_id else ""
         raise SpecError(run.file, "model", f"no model: the result does not name one{named}; give --model or "
                                            f"model: in {hint}")
-    load_model(model)
+    spec = once(("model", model), lambda: load_model(model))
     hardware = pick("hardware", cond.get("hardware"))
     if hardware is None:
         raise SpecError(run.file, "hardware", f"no GPU: the result does not name one the catalog knows; give "
                                               f"--hardware or hardware: in {hint}")
-    engine = pick("engine", None, ENGINE_OF_FORMAT[run.format],
-                  f"engine preset {ENGINE_OF_FORMAT[run.format]} (from the {run.format} format)")
+    preset = ENGINE_OF_FORMAT[run.format]
+    if preset not in engines():  # a preset this catalog does not have yet
+        preset = "default"
+    engine = pick("engine", None, preset, f"engine preset {preset} (from the {run.format} format)")
     n_dev = int(cond.get("gpus") or 1)
     split = cond.get("split_mode")
     one_gpu = 1 if cond.get("gpus") == 1 else None  # llama-bench lists the devices it ran on
-    tp = int(pick("tp", n_dev if split == "row" and n_dev > 1 else one_gpu, 1, "TP 1"))
-    pp = int(pick("pp", n_dev if split == "layer" and n_dev > 1 else None, 1, quiet=True))
+    tp = int(pick("tp", cond.get("tp") or (n_dev if split == "row" and n_dev > 1 else one_gpu), 1, "TP 1"))
+    pp = int(pick("pp", cond.get("pp") or (n_dev if split == "layer" and n_dev > 1 else None), 1, quiet=True))
+    try:
+        check(spec, Parallel(tp, pp))  # the split estimate refuses, refused here too
+    except SpecError as exc:
+        raise SpecError(run.file, f"{run.label}: {(exc.path or 'tp').lstrip('-')}", exc.problem) from None
     gpus = int(pick("gpus", None, tp * pp, quiet=True))
     weight = pick("weight_dtype", cond.get("weight_dtype"))
     kv = pick("kv_dtype", cond.get("kv_dtype"))
@@ -178,15 +212,20 @@ def resolve(run: Run, options: Conditions) -> Scenario:
     if kv is None:
         assumed.append("KV cache at the model's dtype")
     layers = cond.get("n_gpu_layers")
-    if layers is not None and layers < load_model(model).num_layers:
+    if layers is not None and layers < spec.num_layers:
         raise SpecError(run.file, f"{run.label}: n_gpu_layers", f"{int(layers)} of "
-                        f"{load_model(model).num_layers} layers offloaded: a CPU/GPU split is not modelled")
+                        f"{spec.num_layers} layers offloaded: a CPU/GPU split is not modelled")
     prompts, outputs, notes, batch = _lengths(run, side, options, hint)
+    held = run.depth + (run.prompt_len or 0) + (run.output_len or 0)
+    if run.format == "llama-bench" and held > spec.max_context:
+        raise SpecError(run.file, f"{run.label}: n_depth + n_prompt + n_gen", f"{held:,.0f} tokens exceed "
+                                                                               f"{spec.name}'s max context "
+                                                                               f"{spec.max_context:,}")
     measured = dict(run.measured)
     if run.format == "vllm-latency" and "e2e_mean_s" in measured:
         measured["output_tokens_per_s"] = batch * float(outputs[0]) / measured["e2e_mean_s"]
         notes.append("output tok/s = batch x output_len / avg_latency (as published tables quote it)")
-    serving = _serving(engine, hardware, options, side, side_path or hint)
+    serving = _serving(engine, hardware, options, side, side_path or hint, cond.get("max_num_seqs"))
     if run.load in ("rate", "burst") and not (options.max_num_seqs or side.max_num_seqs or options.engine_args
                                               or side.engine_args):
         cap = serving.max_num_seqs
@@ -208,15 +247,17 @@ def _scheduler_preset(engine: str):
     return preset
 
 
-def _serving(engine: str, hardware: str, options: Conditions, side: Conditions, side_where: str) -> Serving:
-    """The run's scheduler: the preset's on the run's GPU, then the sidecar's engine_args and
+def _serving(engine: str, hardware: str, options: Conditions, side: Conditions, side_where: str,
+             file_seqs: int | None = None) -> Serving:
+    """The run's scheduler: the preset's on the run's GPU, then the running cap the result file
+    records (trtllm-bench's max batch size, LMDeploy's bs), then the sidecar's engine_args and
     max_num_seqs, then the options' (each problem a one-line error naming where it came from)."""
     preset = _scheduler_preset(engine)
     hw = load_hardware(hardware)
     base = resolve_serving(preset, hw.name, hw.memory_gb)
     others = engine_arg_names()
     family_name = preset.name.removesuffix("-fit")
-    upd: dict[str, Any] = {}
+    upd: dict[str, Any] = {} if file_seqs is None else {"max_num_seqs": int(file_seqs)}
     if side.max_num_seqs is not None:
         upd["max_num_seqs"] = side.max_num_seqs
     if side.engine_args:
@@ -229,6 +270,22 @@ def _serving(engine: str, hardware: str, options: Conditions, side: Conditions, 
         return Serving.model_validate({**base.model_dump(), **upd})
     except ValueError as exc:  # pydantic's ValidationError: a combination no single value shows
         raise SpecError.from_validation(side_where, exc) from None
+
+
+def _load(run: Run, options: Conditions, side: Conditions, hint: str) -> Run:
+    """The run with its load: the options' or the sidecar's concurrency / request_rate when
+    given (for files that do not record it), else the file's; none at all is an error."""
+    for given in (options, side):
+        if given.concurrency is not None and given.request_rate is not None:
+            raise SpecError(hint, "concurrency, request_rate", "give one of them, not both")
+        if given.concurrency is not None:
+            return replace(run, load="concurrency", concurrency=given.concurrency, rate_per_s=None, ramp_up=None)
+        if given.request_rate is not None:
+            return replace(run, load="rate", rate_per_s=float(given.request_rate), concurrency=None, ramp_up=None)
+    if run.load is None:
+        raise SpecError(run.file, f"{run.label}: load", f"a {run.format} file does not record its load; give "
+                                                        f"concurrency: or request_rate: in {hint}")
+    return run
 
 
 def _lengths(run: Run, side: Conditions, options: Conditions, hint: str):

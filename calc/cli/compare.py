@@ -12,8 +12,10 @@ from calc.cli.options import ComputeDtypeOpt, KVDtypeOpt, WeightDtypeOpt
 
 ResultsArg = Annotated[list[Path], typer.Argument(
     help="Result files: vllm bench serve --save-result (or benchmark_serving.py) JSON, vllm bench latency "
-         "--output-json, sglang.bench_serving JSONL, GuideLLM benchmarks.json, llama-bench -o json|jsonl|csv. "
-         "Conditions a file lacks come from the options or a sidecar <file stem>.roofline.yaml.")]
+         "--output-json, sglang.bench_serving JSONL, GuideLLM benchmarks.json, llama-bench -o json|jsonl|csv, "
+         "GenAI-Perf profile_export_genai_perf.json|csv, trtllm-bench --report_json, LMDeploy "
+         "profile_restful_api / profile_throughput CSV. Conditions a file lacks come from the options or a "
+         "sidecar <file stem>.roofline.yaml (model, hardware, tp, dtypes, lengths, concurrency or request_rate).")]
 
 
 @command("compare")
@@ -27,7 +29,7 @@ def compare_cmd(
     compute_dtype: ComputeDtypeOpt = None,
     engine: Annotated[str | None, typer.Option("--engine", help="Preset name, or a preset YAML written by --fit (default: by format: vllm, sglang, llama.cpp; GuideLLM: default).")] = None,
     fmt: FormatOpt = Format.table,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder for README.md, compare.csv, compare.json and compare.png (predicted vs measured).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder for README.md, report.html, compare.csv, compare.json and compare.png (predicted vs measured, TTFT / TPOT / e2e / throughput apart).")] = None,
     fit: Annotated[bool, typer.Option("--fit", help="Refit each engine preset's overheads on these runs, held out by run, and write the refitted presets.")] = False,
     fit_out: Annotated[Path | None, typer.Option("--fit-out", help="Preset YAML --fit writes (default: OUT/preset.yaml, else ./roofline-fit.yaml).")] = None,
     engine_arg: Annotated[list[str] | None, typer.Option("--engine-arg", help="An engine argument the server ran with, under the engine's own name, KEY=VALUE (repeatable): gpu_memory_utilization=0.5, max_num_batched_tokens=2048 (vLLM); mem_fraction_static, chunked_prefill_size (SGLang); ... Overrides the sidecar's engine_args.")] = None,
@@ -45,6 +47,7 @@ def compare_cmd(
     from calc.accuracy.scenario import Conditions
     from calc.core import text as render
     from calc.render import compare as view
+    from calc.core.files import out_folder
     from calc.spec.catalog import load_hardware, load_model
 
     if model is not None:
@@ -53,6 +56,8 @@ def compare_cmd(
         load_hardware(hardware)
     if engine is not None:
         load_preset(engine)
+    if out is not None:  # a file in the way is refused before any work, not after it
+        out_folder(out, "--out", parents=True, create=False)
     options = Conditions(model=model, hardware=hardware, engine=engine, tp=tp, weight_dtype=weight_dtype,
                          kv_dtype=kv_dtype, compute_dtype=compute_dtype, engine_args=_engine_args(engine_arg))
     runs, failures, presets = compare_files(results, options)
@@ -99,7 +104,7 @@ def _engine_args(pairs: list[str] | None) -> dict | None:
 
 def _refit(runs, presets, out, fit_out):
     from calc.accuracy.refit import preset_yaml, refit_groups
-    from calc.core.files import atomic_write
+    from calc.core.files import atomic_write, out_folder
     from calc.render.compare import fit_table
 
     refits, skipped = refit_groups(runs, presets)
@@ -118,7 +123,7 @@ def _refit(runs, presets, out, fit_out):
     if fit_out is None:
         fit_out = (Path(out) / "preset.yaml") if out is not None else Path("roofline-fit.yaml")
         if out is not None:
-            Path(out).mkdir(parents=True, exist_ok=True)
+            out_folder(out, "--out", parents=True)
     path = atomic_write(fit_out, preset_yaml(refits, sorted({r.scenario.run.file for r in runs}), tools, ours), "--fit-out")
     typer.echo(f"wrote the refitted preset(s) to {path}", err=True)
     return refits, fit_table(refits)

@@ -1,21 +1,28 @@
 """The predicted-vs-measured chart of `roofline compare --out`: one point per (run, metric),
-log-log, the diagonal and +-25% bands; times and rates on separate panels."""
+log-log, the diagonal and +-25% bands; one panel per kind of metric (TTFT, TPOT and ITL, e2e,
+throughputs), so a run whose TTFT is off and whose TPOT is right reads as such."""
 
 from __future__ import annotations
 
 import math
 
-from calc.plot.base import DPI, MARKERS, SERIES_COLORS, save
+from calc.core.files import atomic_write
+from calc.plot.base import DPI, MARKERS, SERIES_COLORS
+
+# panel kind -> title; calc.render.compare.metric_kind sorts each metric into one
+PANELS = {"ttft": "TTFT (time to first token)", "tpot": "TPOT and ITL (time per output token)",
+          "e2e": "e2e (request latency)", "rate": "throughputs (tokens/s, requests/s)"}
 
 
-def compare_chart(points: list[tuple[str, str, float, float]], out, title: str = "roofline compare") -> object:
-    """``points``: (group label, kind "time" | "rate", measured, predicted) in SI units."""
+def compare_chart(points: list[tuple[str, str, float, float]], out, title: str = "roofline compare") -> bytes:
+    """``points``: (group label, panel kind of PANELS, measured, predicted) in SI units. Writes
+    the chart to ``out`` and returns its bytes (for a report that embeds it)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(10.0, 4.8), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(10.0, 8.0), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
-    axes = {"time": fig.add_subplot(1, 2, 1), "rate": fig.add_subplot(1, 2, 2)}
+    axes = {kind: fig.add_subplot(2, 2, i + 1) for i, kind in enumerate(PANELS)}
     groups = sorted({g for g, *_ in points})
     style = {g: (SERIES_COLORS[i % len(SERIES_COLORS)], MARKERS[i % len(MARKERS)]) for i, g in enumerate(groups)}
     labelled: set[str] = set()
@@ -36,13 +43,14 @@ def compare_chart(points: list[tuple[str, str, float, float]], out, title: str =
                 ax.plot([lo, hi], [lo * f, hi * f], color="#999999", lw=0.8, ls=":")
             ax.set_xlim(lo, hi)
             ax.set_ylim(lo, hi)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        unit = "s" if kind == "time" else "per s"
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+        else:
+            ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes, color="#777777")
+        unit = "per s" if kind == "rate" else "s"
         ax.set_xlabel(f"measured ({unit})")
         ax.set_ylabel(f"predicted ({unit})")
-        ax.set_title("latencies (TTFT, TPOT, ITL, e2e)" if kind == "time" else "throughputs (tokens/s, requests/s)",
-                     fontsize=9)
+        ax.set_title(PANELS[kind], fontsize=9)
         ax.grid(True, which="major", alpha=0.3)
     handles, labels = [], []
     for ax in axes.values():
@@ -52,5 +60,10 @@ def compare_chart(points: list[tuple[str, str, float, float]], out, title: str =
     if handles:
         fig.legend(handles, labels, loc="outside right upper", fontsize=7, frameon=False)
     fig.suptitle(f"{title}: dotted lines at +-25%", fontsize=10)
-    save(fig, out)
-    return fig
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    png = buf.getvalue()
+    atomic_write(out, png, "--out")
+    return png

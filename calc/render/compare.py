@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from calc.core import text
+from calc.render.doc import Doc
 
 # metric name -> display label, passed in by the caller (calc.accuracy.benchmarks.LABELS)
 
@@ -143,21 +144,41 @@ def json_record(results, failures, refits=None) -> dict:
     return out
 
 
-def report_markdown(results, labels, failures, chart: str | None, fit_text: str | None = None) -> str:
+def metric_kind(metric: str) -> str:
+    """The chart panel a metric goes in: ttft, tpot (TPOT and ITL: time per output token), e2e, rate."""
+    if metric.endswith("_per_s") or not metric.endswith("_s"):
+        return "rate"
+    return {"ttft": "ttft", "tpot": "tpot", "itl": "tpot"}.get(metric.split("_")[0], "e2e")
+
+
+def build_report(results, labels, failures, chart: tuple[str, bytes] | None, fit_text: str | None = None) -> Doc:
+    """The --out report as blocks: markdown (README.md) and self-contained HTML (report.html)."""
     rows = [[r.scenario.run.name, labels.get(m.metric, m.metric), value_text(m.metric, m.measured),
              value_text(m.metric, m.predicted), error_text(m.error), *band_text(m)] for r in results for m in r.metrics]
-    parts = ["# roofline compare", "", summary_line(summary(results, failures)), ""]
+    d = Doc()
+    d.h(1, "roofline compare")
+    d.p(summary_line(summary(results, failures)))
     if chart:
-        parts += [f"![predicted vs measured]({chart})", ""]
-    parts += ["## Runs", ""] + [f"- {describe(r)}" + (f" (assumed: {'; '.join(r.scenario.assumed)})"
-                                                      if r.scenario.assumed else "") for r in results]
-    parts += ["", "## Every metric", "", "```", text.table(rows, ["run", "metric", "measured", "predicted", "error",
-                                                                  "80% band", "inside"], align="llrrrrl"), "```"]
+        d.img(chart[0], "predicted vs measured", chart[1])
+        d.p("One panel per kind of metric: TTFT, TPOT and ITL (time per output token after the first), "
+            "e2e request latency, throughputs; the diagonal is a perfect prediction, dotted lines +-25%.")
+    d.h(2, "Runs")
+    d.ul([f"{describe(r)}" + (f" (assumed: {'; '.join(r.scenario.assumed)})" if r.scenario.assumed else "")
+          for r in results])
+    d.h(2, "Every metric")
+    d.table(["run", "metric", "measured", "predicted", "error", "80% band", "inside"], rows, "llrrrrl")
     if fit_text:
-        parts += ["", "## Refit (held out by run)", "", "```", fit_text, "```"]
+        d.h(2, "Refit (held out by run)")
+        d.pre(fit_text)
     if failures:
-        parts += ["", "## Files not read", ""] + [f"- `{f}`: {e}" for f, e in failures]
-    return "\n".join(parts) + "\n"
+        d.h(2, "Files not read")
+        d.ul([f"`{f}`: {e}" for f, e in failures])
+    return d
+
+
+def report_markdown(results, labels, failures, chart: str | None, fit_text: str | None = None) -> str:
+    """README.md's text (``chart``: the PNG's file name beside it, or None)."""
+    return build_report(results, labels, failures, (chart, b"") if chart else None, fit_text).markdown()
 
 
 def fit_table(refits) -> str:
@@ -179,26 +200,22 @@ def fit_records(refits) -> list[dict]:
 
 
 def write_report(results, labels, failures, out, fit_text: str | None = None) -> list:
-    """out/README.md, compare.csv, compare.json and compare.png (predicted vs measured)."""
-    from pathlib import Path
-
-    from calc.core.errors import SpecError
-    from calc.core.files import atomic_write
+    """out/README.md, report.html (the same, self-contained), compare.csv, compare.json and
+    compare.png (predicted vs measured, one panel per kind of metric)."""
+    from calc.core.files import atomic_write, out_folder
     from calc.plot.compare import compare_chart
 
-    out = Path(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SpecError("--out", None, f"{out}: cannot create the folder ({exc.strerror})") from None
+    out = out_folder(out, "--out", parents=True)
     written = [atomic_write(out / "compare.csv", text.to_csv(records(results))),
                atomic_write(out / "compare.json", text.to_json(json_record(results, failures)))]
-    points = [(r.scenario.run.name, "time" if m.metric.endswith("_s") and not m.metric.endswith("_per_s") else "rate",
-               m.measured, m.predicted) for r in results for m in r.metrics]
+    points = [(r.scenario.run.name, metric_kind(m.metric), m.measured, m.predicted)
+              for r in results for m in r.metrics]
     chart = None
     if any(math.isfinite(p) for *_, p in points):
-        compare_chart(points, out / "compare.png")
-        chart = "compare.png"
-        written.append(out / chart)
-    written.append(atomic_write(out / "README.md", report_markdown(results, labels, failures, chart, fit_text)))
+        png = compare_chart(points, out / "compare.png")
+        chart = ("compare.png", png)
+        written.append(out / "compare.png")
+    doc = build_report(results, labels, failures, chart, fit_text)
+    written.append(atomic_write(out / "README.md", doc.markdown()))
+    written.append(atomic_write(out / "report.html", doc.html("roofline compare")))
     return written

@@ -29,6 +29,10 @@ class Doc:
     def table(self, headers: list[str], rows: list[list[str]], align: str | None = None):
         self.blocks.append(("table", headers, rows, align or "l" * len(headers)))
 
+    def pre(self, text: str):
+        """Preformatted text (a text table): a fenced block in markdown, <pre> in HTML."""
+        self.blocks.append(("pre", text))
+
     def img(self, name: str, alt: str, png: bytes):
         self.blocks.append(("img", name, alt, png))
 
@@ -49,6 +53,8 @@ class Doc:
                                                  align))
             elif kind == "img":
                 out.append(f"![{md(b[2])}]({b[1]})")
+            elif kind == "pre":
+                out.append(f"```\n{b[1]}\n```")
         return "\n\n".join(out) + "\n"
 
     @staticmethod
@@ -83,6 +89,8 @@ class Doc:
                 trs = "".join("<tr>" + "".join(f"<td{style(a)}>{self._inline(str(c))}</td>"
                                                for c, a in zip(r, align, strict=True)) + "</tr>" for r in rows)
                 body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{trs}</tbody></table>")
+            elif kind == "pre":
+                body.append(f"<pre>{html.escape(b[1], quote=False)}</pre>")
             elif kind == "img":
                 data = base64.b64encode(b[3]).decode("ascii")
                 body.append(f'<figure><img alt="{html.escape(b[2])}" src="data:image/png;base64,{data}">'

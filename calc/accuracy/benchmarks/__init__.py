@@ -14,8 +14,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from calc.accuracy.benchmarks import genaiperf, guidellm, llamabench, lmdeploy, sglang, trtllm, vllm
-from calc.accuracy.benchmarks.common import (LABELS, METRIC_NAMES, METRICS, Run, csv_records, csv_table,
-                                             load_documents)
+from calc.accuracy.benchmarks.common import (
+    LABELS,
+    METRIC_NAMES,
+    METRICS,
+    Run,
+    csv_records,
+    csv_table,
+    load_documents,
+)
 from calc.core.errors import SpecError
 
 __all__ = ["FORMATS", "LABELS", "METRICS", "METRIC_NAMES", "Run", "read_results"]

@@ -71,9 +71,18 @@ def test_bad_option_is_exit_2_before_reading():
 def test_out_writes_report_and_chart(tmp_path):
     r = run(BENCH / "sglang.jsonl", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--out", tmp_path)
     assert r.exit_code == 0, r.output
-    assert {p.name for p in tmp_path.iterdir()} == {"README.md", "compare.csv", "compare.json", "compare.png"}
-    assert (tmp_path / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "![predicted vs measured](compare.png)" in (tmp_path / "README.md").read_text()
+    assert {p.name for p in tmp_path.iterdir()} == {"README.md", "report.html", "compare.csv", "compare.json",
+                                                    "compare.png"}
+    png = (tmp_path / "compare.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    md, page = (tmp_path / "README.md").read_text(), (tmp_path / "report.html").read_text()
+    assert "![predicted vs measured](compare.png)" in md
+    import base64
+
+    assert base64.b64encode(png).decode() in page  # self-contained: the same chart, embedded
+    metrics = sum(len(r["metrics"]) for r in json.loads((tmp_path / "compare.json").read_text())["runs"])
+    assert page.count("<tr>") == 1 + metrics  # the metric table: a header row, one row per (run, metric)
+    assert "TTFT, TPOT and ITL" in md and "TTFT mean" in page and "TPOT mean" in page
 
 
 def test_fit_writes_a_preset_that_compare_can_use(tmp_path):
