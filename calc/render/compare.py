@@ -89,11 +89,13 @@ def describe(r) -> str:
         load = f"batch {sc.batch}"
     elif run.load == "concurrency":
         load = f"{run.concurrency} concurrent"
+    elif run.ramp_up is not None:
+        load = f"{run.ramp_up[0]} ramp {run.ramp_up[1]:g} -> {run.ramp_up[2]:g} req/s"
     elif run.load == "rate":
         load = f"{run.rate_per_s:g} req/s" + (f" (burstiness {run.burstiness:g})" if run.burstiness != 1 else "")
     else:
-        load = f"{run.num_requests} at once, " + (f"up to {sc.max_num_seqs} running" if sc.max_num_seqs
-                                                    else "running bound by KV pages")
+        load = f"burst: {run.num_requests} at t = 0, " + (f"up to {sc.max_num_seqs} running" if sc.max_num_seqs
+                                                           else "running bound by KV pages")
     lengths = (f"{sc.prompt_lens.mean():.0f}/{sc.output_lens.mean():.0f} tokens" if sc.prompt_lens.size == 1 else
                f"{sc.prompt_lens.size} requests, mean {sc.prompt_lens.mean():.0f}/{sc.output_lens.mean():.0f} tokens")
     if run.format == "llama-bench":
@@ -127,7 +129,8 @@ def json_record(results, failures, refits=None) -> dict:
         sc, run = r.scenario, r.scenario.run
         runs.append({"file": run.file, "run": run.label, "format": run.format, "tool_version": run.tool_version,
                      "load": run.load, "concurrency": run.concurrency, "rate_per_s": run.rate_per_s,
-                     "burstiness": run.burstiness, "batch": sc.batch, "requests": run.num_requests,
+                     "burstiness": run.burstiness, "ramp_up": list(run.ramp_up) if run.ramp_up else None,
+                     "batch": sc.batch, "requests": run.num_requests,
                      "model": sc.model, "hardware": sc.hardware, "tp": sc.tp, "pp": sc.pp, "gpus": sc.gpus,
                      "weight_dtype": sc.weight_dtype, "kv_dtype": sc.kv_dtype, "engine": r.preset,
                      "prompt_len_mean": float(sc.prompt_lens.mean()), "output_len_mean": float(sc.output_lens.mean()),
