@@ -102,18 +102,9 @@ def test_compare_files_keeps_going_after_a_bad_file():
     assert set(presets) == {"vllm"}
 
 
-def test_burstiness_is_the_gamma_shape(monkeypatch):
+def test_burstiness_is_the_gamma_shape(simulate_calls):
     """vLLM draws gaps from gamma(shape = burstiness, mean 1 / rate): cv = 1 / sqrt(shape)."""
-    import calc.serving.simulate as simulate_module
-
-    seen = {}
-    real = simulate_module.simulate
-
-    def spy(rep, T, G, **kw):
-        seen.update(kw)
-        return real(rep, T, G, **kw)
-
-    monkeypatch.setattr(simulate_module, "simulate", spy)
+    seen = simulate_calls
     run = read_results(BENCH / "vllm-serve-rate4-detailed.json")[0]
     predict(resolve(replace(run, burstiness=0.25), Conditions(hardware="h100-sxm")), load_preset("vllm"))
     assert (seen["process"], seen["cv"], seen["rate_per_s"]) == ("gamma", 2.0, 4.0)

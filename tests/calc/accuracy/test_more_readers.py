@@ -124,17 +124,8 @@ def test_ramp_arrivals_follow_vllm_rates():
     assert exp == pytest.approx(arrival_gaps(5, "poisson", 1.0) / (4.0 ** (np.arange(5) / 4)))
 
 
-def test_burst_is_every_request_at_t0(monkeypatch):
-    import calc.serving.simulate as simulate_module
-
-    seen = {}
-    real = simulate_module.simulate
-
-    def spy(rep, T, G, **kw):
-        seen.update(kw)
-        return real(rep, T, G, **kw)
-
-    monkeypatch.setattr(simulate_module, "simulate", spy)
+def test_burst_is_every_request_at_t0(simulate_calls):
+    seen = simulate_calls
     _, burst = read_results(BENCH / "lmdeploy-restful.csv")
     p = predict(resolve(burst, Conditions(hardware="h100-sxm", model="llama-3.1-8b")), load_preset("default"))
     assert seen["rate_per_s"] == 1.0 and list(seen["gaps"]) == [0.0] * 4
