@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from calc.accuracy.benchmarks import schema as S
+import calc.accuracy.benchmarks.schema as S
 from calc.core import limits
 from calc.core.errors import SpecError
 from calc.core.files import read_text

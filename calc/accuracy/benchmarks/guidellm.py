@@ -27,7 +27,7 @@ evenly spaced), poisson (`rate`).
 
 from __future__ import annotations
 
-from calc.accuracy.benchmarks import schema as S
+import calc.accuracy.benchmarks.schema as S
 from calc.accuracy.benchmarks.common import CONSTANT_BURSTINESS, Run, measured
 from calc.core.errors import SpecError
 

@@ -14,7 +14,7 @@ by ", ". In the CSV every value is a quoted string; in JSON numbers and booleans
 
 from __future__ import annotations
 
-from calc.accuracy.benchmarks import schema as S
+import calc.accuracy.benchmarks.schema as S
 from calc.accuracy.benchmarks.common import Run, measured
 from calc.core import limits
 from calc.core.errors import SpecError

@@ -24,7 +24,7 @@ of every gap between streamed chunks after the first.
 
 from __future__ import annotations
 
-from calc.accuracy.benchmarks import schema as S
+import calc.accuracy.benchmarks.schema as S
 from calc.accuracy.benchmarks.common import Run, csv_records, serving_run
 
 COMMON = ("completed", "output_throughput", "mean_ttft_ms", "mean_tpot_ms", "mean_e2e_latency_ms")

@@ -14,7 +14,7 @@ Arrivals at a finite rate are Poisson (np.random.exponential in get_request).
 
 from __future__ import annotations
 
-from calc.accuracy.benchmarks import schema as S
+import calc.accuracy.benchmarks.schema as S
 from calc.accuracy.benchmarks.common import Run, serving_run
 
 

@@ -23,7 +23,7 @@ the sidecar (`concurrency: N`).
 
 from __future__ import annotations
 
-from calc.accuracy.benchmarks import schema as S
+import calc.accuracy.benchmarks.schema as S
 from calc.accuracy.benchmarks.common import Run, measured
 
 # QuantAlgo / KV cache quant names (tensorrt_llm/quantization/mode.py) -> our dtypes

@@ -31,7 +31,7 @@ not record those three arguments (defaults 8, 32, 128), so they come from a side
 
 from __future__ import annotations
 
-from calc.accuracy.benchmarks import schema as S
+import calc.accuracy.benchmarks.schema as S
 from calc.accuracy.benchmarks.common import Run, measured, serving_run
 from calc.core.errors import SpecError
 
