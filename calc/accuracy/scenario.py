@@ -191,9 +191,10 @@ def resolve(run: Run, options: Conditions, memo: dict | None = None) -> Scenario
         raise SpecError(run.file, "hardware", f"no GPU: the result does not name one the catalog knows; give "
                                               f"--hardware or hardware: in {hint}")
     preset = ENGINE_OF_FORMAT[run.format]
+    why = f"from the {run.format} format"
     if preset not in engines():  # a preset this catalog does not have yet
-        preset = "default"
-    engine = pick("engine", None, preset, f"engine preset {preset} (from the {run.format} format)")
+        preset, why = "default", f"no {preset} preset in the catalog"
+    engine = pick("engine", None, preset, f"engine preset {preset} ({why})")
     n_dev = int(cond.get("gpus") or 1)
     split = cond.get("split_mode")
     one_gpu = 1 if cond.get("gpus") == 1 else None  # llama-bench lists the devices it ran on

@@ -24,6 +24,9 @@ def run(*args):
     (["sglang.jsonl"], ["--hardware", "h100-sxm", "--model", "llama-3.1-8b"]),
     (["guidellm.json"], ["--hardware", "h100-sxm"]),
     (["llama-bench.json", "llama-bench.csv"], ["--model", "llama-3-8b"]),
+    (["genai-perf.json", "genai-perf.csv"], ["--hardware", "h100-sxm"]),
+    (["trtllm-bench.json", "vllm-serve-ramp.json"], ["--hardware", "h100-sxm"]),
+    (["lmdeploy-restful.csv", "lmdeploy-throughput.csv"], ["--hardware", "h100-sxm", "--model", "llama-3.1-8b"]),
 ])
 def test_each_format_end_to_end(files, options):
     r = run(*[BENCH / f for f in files], *options)
