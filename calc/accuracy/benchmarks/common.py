@@ -40,7 +40,10 @@ CONSTANT_BURSTINESS = 1e4  # evenly spaced arrivals, as a gamma of a very large 
 class Run:
     """One measured run. ``load``: "batch" (B sequences together: vllm bench latency,
     llama-bench), "concurrency" (a closed loop of N clients), "rate" (open loop, Poisson
-    when burstiness is 1, else gamma gaps of shape burstiness), "burst" (all at t = 0).
+    when burstiness is 1, else gamma gaps of shape burstiness; with ``ramp_up``, vLLM's rate
+    ramp), "burst" (every request at t = 0: vLLM and LMDeploy at request_rate inf with no
+    concurrency limit, GuideLLM's throughput strategy, trtllm-bench throughput's default), or
+    None when the file does not say (the sidecar's concurrency: or request_rate: gives it).
     Lengths: per request where the file keeps them, else means (``prompt_len``)."""
 
     file: str
