@@ -217,11 +217,13 @@ def resolve(run: Run, options: Conditions, memo: dict | None = None) -> Scenario
         raise SpecError(run.file, f"{run.label}: n_gpu_layers", f"{int(layers)} of "
                         f"{spec.num_layers} layers offloaded: a CPU/GPU split is not modelled")
     prompts, outputs, notes, batch = _lengths(run, side, options, hint)
-    held = run.depth + (run.prompt_len or 0) + (run.output_len or 0)
-    if run.format == "llama-bench" and held > spec.max_context:
-        raise SpecError(run.file, f"{run.label}: n_depth + n_prompt + n_gen", f"{held:,.0f} tokens exceed "
-                                                                               f"{spec.name}'s max context "
-                                                                               f"{spec.max_context:,}")
+    if run.format == "llama-bench":
+        held, what = run.depth + (run.prompt_len or 0) + (run.output_len or 0), "n_depth + n_prompt + n_gen"
+    else:
+        held, what = float(np.max(prompts + outputs)) - 1, "prompt + output - 1"
+    if held > spec.max_context:
+        raise SpecError(run.file, f"{run.label}: {what}", f"{held:,.0f} positions exceed {spec.name}'s max context "
+                                                          f"{spec.max_context:,}")
     measured = dict(run.measured)
     if run.format == "vllm-latency" and "e2e_mean_s" in measured:
         measured["output_tokens_per_s"] = batch * float(outputs[0]) / measured["e2e_mean_s"]

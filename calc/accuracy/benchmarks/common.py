@@ -203,6 +203,9 @@ def serving_run(doc: dict, path: str, fmt: str, label: str, e2e: str, where: str
         return t / completed
 
     prompts, outputs = S.per_request(doc, "input_lens", path, where), S.per_request(doc, "output_lens", path, where)
+    if prompts and outputs and len(prompts) != len(outputs):
+        raise SpecError(path, f"{where}input_lens, output_lens", f"{len(prompts)} and {len(outputs)} entries: one "
+                                                                 "of each per request")
     failed = S.count(doc, "failed", path, where, text=text) or 0
     if prompts and outputs and len(prompts) == len(outputs) and failed and 0 in outputs:
         keep = [i for i, g in enumerate(outputs) if g > 0]  # failed requests are kept with 0 output tokens
