@@ -62,12 +62,12 @@ def read(rows: list[dict], path: str) -> list[Run]:
         missing = [k for k in REQUIRED if r.get(k) in (None, "")]
         if missing:
             raise SpecError(path, f"row {i + 1}", f"missing {', '.join(missing)} (truncated row?)")
-        n_p = S.number(r, "n_prompt", path, where, high=limits.MAX_TOKENS, whole=True, text=True)
-        n_g = S.number(r, "n_gen", path, where, high=limits.MAX_TOKENS, whole=True, text=True)
+        n_p = S.number(r, "n_prompt", path, where, high=limits.MAX_TOKENS, whole=True, required=True, text=True)
+        n_g = S.number(r, "n_gen", path, where, high=limits.MAX_TOKENS, whole=True, required=True, text=True)
         depth = S.number(r, "n_depth", path, where, high=limits.MAX_TOKENS, whole=True, text=True) or 0
         if n_p == 0 and n_g == 0:
             raise SpecError(path, f"{where}n_prompt, n_gen", "both 0: a test of no tokens measured nothing")
-        ts = S.number(r, "avg_ts", path, where, above=True, text=True)
+        ts = S.number(r, "avg_ts", path, where, above=True, required=True, text=True)
         ubatch = S.number(r, "n_ubatch", path, where, low=1, high=limits.MAX_TOKENS, whole=True, text=True)
         kind = "pp" if n_g == 0 else "tg" if n_p == 0 else "pg"
         metric = {"pp": "prefill_tokens_per_s", "tg": "decode_tokens_per_s", "pg": "tokens_per_s"}[kind]

@@ -105,6 +105,8 @@ BAD = [  # (case, file text, stem of the sidecar text or None, options, what the
      "n_prompt, n_gen: both 0"),
     ("llama-bench negative n_prompt", llama(n_prompt=-512), None, ["--model", "llama-3-8b"],
      "n_prompt: -512 is out of range"),
+    ("llama-bench CSV n_prompt -", (BENCH / "llama-bench.csv").read_text().replace('"512","0","0"', '"-","0","0"', 1),
+     None, ["--model", "llama-3-8b"], "n_prompt: missing"),
     ("llama-bench n_ubatch -1", llama(n_ubatch=-1), None, ["--model", "llama-3-8b"], "n_ubatch: -1 is out of range"),
     ("llama-bench n_ubatch 0", llama(n_ubatch=0), None, ["--model", "llama-3-8b"], "n_ubatch: 0 is out of range"),
     ("llama-bench avg_ts 0", llama(avg_ts=0.0), None, ["--model", "llama-3-8b"], "avg_ts: must be more than 0"),
