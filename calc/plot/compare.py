@@ -19,6 +19,7 @@ def compare_chart(points: list[tuple[str, str, float, float]], out, title: str =
     the chart to ``out`` and returns its bytes (for a report that embeds it)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, LogLocator
 
     fig = Figure(figsize=(10.0, 8.0), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
@@ -45,8 +46,15 @@ def compare_chart(points: list[tuple[str, str, float, float]], out, title: str =
             ax.set_ylim(lo, hi)
             ax.set_xscale("log")
             ax.set_yscale("log")
+            short = FuncFormatter(lambda v, _: f"{v:g}")  # 0.2, not 2 x 10^-1 (which overlap on a narrow range)
+            for axis in (ax.xaxis, ax.yaxis):
+                axis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+                axis.set_major_formatter(short)
+                axis.set_minor_formatter(short)
         else:
             ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes, color="#777777")
+            ax.set_xticks([])
+            ax.set_yticks([])
         unit = "per s" if kind == "rate" else "s"
         ax.set_xlabel(f"measured ({unit})")
         ax.set_ylabel(f"predicted ({unit})")
