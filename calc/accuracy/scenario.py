@@ -45,13 +45,14 @@ HF_IDS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "meta-llama/Meta-L
           "Qwen/Qwen2.5-7B-Instruct": "qwen2.5-7b"}
 
 
-StrictNumber = Annotated[float, BeforeValidator(lambda v: _no_bool(v))]
-
-
-def _no_bool(v):
-    if isinstance(v, bool) or isinstance(v, str):
+def _number_only(v):
+    """YAML's true/false and quoted strings are not numbers (pydantic's lax mode would take them)."""
+    if isinstance(v, (bool, str)):
         raise ValueError(f"must be a number, got {'true/false' if isinstance(v, bool) else repr(v)[:30]}")
     return v
+
+
+StrictNumber = Annotated[float, BeforeValidator(_number_only)]
 
 
 class Conditions(BaseModel):
