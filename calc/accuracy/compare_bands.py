@@ -24,8 +24,17 @@ def _load(sc, pred: dict[str, float]) -> str:
         e2e = pred.get("e2e_mean_s", math.nan)
         if not math.isfinite(e2e):  # TTFT + (G - 1) TPOT, where the run measured those instead
             e2e = pred.get("ttft_mean_s", math.nan) + (float(sc.output_lens.mean()) - 1) * pred.get("tpot_mean_s", math.nan)
-        return load_level(in_flight=run.rate_per_s * e2e) if math.isfinite(e2e) else "saturated"
+        rate = run.rate_per_s if run.ramp_up is None else _ramp_mean_rate(*run.ramp_up)
+        return load_level(in_flight=rate * e2e) if math.isfinite(e2e) else "saturated"
     return load_level(in_flight=min(run.num_requests or sc.max_num_seqs, sc.max_num_seqs))
+
+
+def _ramp_mean_rate(strategy: str, lo: float, hi: float) -> float:
+    """vLLM's ramp-up rate averaged over the run's progress 0..1: (lo + hi) / 2 for a linear ramp,
+    (hi - lo) / ln(hi / lo) for an exponential one (lo (hi / lo)^p integrated over p)."""
+    if strategy == "linear" or hi == lo:
+        return (lo + hi) / 2
+    return (hi - lo) / math.log(hi / lo)
 
 
 def run_bands(sc, preset, dtypes, pred: dict[str, float]) -> tuple[dict[str, Found], str]:
