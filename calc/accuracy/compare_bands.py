@@ -24,7 +24,8 @@ def _load(sc, pred: dict[str, float]) -> str:
         e2e = pred.get("e2e_mean_s", math.nan)
         if not math.isfinite(e2e):  # TTFT + (G - 1) TPOT, where the run measured those instead
             e2e = pred.get("ttft_mean_s", math.nan) + (float(sc.output_lens.mean()) - 1) * pred.get("tpot_mean_s", math.nan)
-        rate = run.rate_per_s if run.ramp_up is None else _ramp_mean_rate(*run.ramp_up)
+        ramp = getattr(run, "ramp_up", None)
+        rate = run.rate_per_s if ramp is None else _ramp_mean_rate(*ramp)
         return load_level(in_flight=rate * e2e) if math.isfinite(e2e) else "saturated"
     return load_level(in_flight=min(run.num_requests or sc.max_num_seqs, sc.max_num_seqs))
 
