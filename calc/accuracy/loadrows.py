@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from calc.accuracy.benchmarks import Run
-from calc.accuracy.benchmarks.common import number
-from calc.accuracy.rows import ENGINE_OF, compute_dtype_of
+from calc.accuracy.rows import ENGINE_OF, compute_dtype_of, csv_number
 from calc.core.errors import SpecError
 from calc.spec.catalog import hardware_catalog, model_catalog, shipped
 
@@ -110,17 +109,17 @@ def load_rows(path: Path = UNDER_LOAD) -> tuple[list[LoadRow], list[tuple[str, s
                 raise SpecError(where, "metric", f"{r['metric']} as {r['statistic']!r} is not a predicted statistic")
             if r["load"] not in LOADS_PUBLISHED:
                 raise SpecError(where, "load", f"{r['load']!r} is not one of {', '.join(LOADS_PUBLISHED)}")
-            value = number(r["value"])
+            value = csv_number(r["value"])
             if value is None or value <= 0:
                 raise SpecError(where, "value", f"{r['value']!r} is not a positive number")
             if r["unit"] != UNITS[r["metric"]]:
                 raise SpecError(where, "unit", f"{r['unit']!r} for {r['metric']} (expected {UNITS[r['metric']]})")
-            conc, rate, n = number(r["concurrency"]), number(r["request_rate"]), number(r["num_prompts"])
+            conc, rate, n = csv_number(r["concurrency"]), csv_number(r["request_rate"]), csv_number(r["num_prompts"])
             need = {"concurrency": ("concurrency", conc), "rate": ("request_rate", rate), "burst": ("num_prompts", n)}
             col, v = need[r["load"]]
             if v is None or v <= 0:
                 raise SpecError(where, col, f"a {r['load']} load needs a positive {col}")
-            T, G = number(r["input_len"]), number(r["output_len"])
+            T, G = csv_number(r["input_len"]), csv_number(r["output_len"])
             why = None
             if r["model"] not in models:
                 why = f"model {r['model']} not in the catalog"
@@ -135,8 +134,8 @@ def load_rows(path: Path = UNDER_LOAD) -> tuple[list[LoadRow], list[tuple[str, s
             rows.append(LoadRow(
                 id=rid, run=r["run"], publisher=r["publisher"], engine=r["engine"], model=r["model"], hardware=r["gpu"],
                 weight_dtype=w, kv_dtype=r["kv_dtype"] or (w if w == "fp8" else None),
-                compute_dtype=compute_dtype_of(w, r["act_dtype"] or None), gpus=int(number(r["num_gpus"]) or 1),
-                tp=int(number(r["tp"]) or 1), load=r["load"], concurrency=int(conc) if conc else None, rate_per_s=rate,
+                compute_dtype=compute_dtype_of(w, r["act_dtype"] or None), gpus=int(csv_number(r["num_gpus"]) or 1),
+                tp=int(csv_number(r["tp"]) or 1), load=r["load"], concurrency=int(conc) if conc else None, rate_per_s=rate,
                 num_prompts=int(n) if n else None, prompt_len=T, output_len=G, metric=r["metric"],
                 statistic=r["statistic"], value=value, engine_args=_engine_args(r["engine_args"], where)))
     _check_runs(rows, path)

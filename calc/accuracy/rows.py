@@ -62,12 +62,13 @@ class Row:
         return "other"
 
 
-def _num(v) -> float | None:
+def csv_number(v) -> float | None:
+    """A cell of the project's measurement CSVs as a finite number, or None (empty, text, inf, NaN)."""
     try:
         f = float(v)
     except (TypeError, ValueError):
         return None
-    return None if math.isnan(f) else f
+    return f if math.isfinite(f) else None
 
 
 def compute_dtype_of(weight: str, act: str | None) -> str | None:
@@ -92,7 +93,7 @@ def load_rows(path: Path = PUBLISHED) -> tuple[list[Row], list[tuple[str, str]]]
             if r["metric"] not in METRICS:
                 raise SpecError(str(path), "metric", f"unknown metric {r['metric']!r} in row {rid}")
             model = MODEL_ALIASES.get(r["model"], r["model"])
-            T, G = _num(r["input_len"]), _num(r["output_len"])
+            T, G = csv_number(r["input_len"]), csv_number(r["output_len"])
             why = None
             if model not in models:
                 why = f"model {r['model']} not in the catalog"
@@ -103,8 +104,8 @@ def load_rows(path: Path = PUBLISHED) -> tuple[list[Row], list[tuple[str, str]]]
             if why:
                 skipped.append((rid, why))
                 continue
-            gpus = int(_num(r["num_gpus"]) or 1)
-            tp = _num(r["tp"])
+            gpus = int(csv_number(r["num_gpus"]) or 1)
+            tp = csv_number(r["tp"])
             # llama.cpp splits layers across GPUs (pipeline) unless told otherwise
             tp, pp = (int(tp), 1) if tp is not None else (1, gpus)
             w = r["weight_dtype"]
@@ -113,8 +114,8 @@ def load_rows(path: Path = PUBLISHED) -> tuple[list[Row], list[tuple[str, str]]]
                 id=rid, publisher=r["publisher"], engine=r["engine"], preset=ENGINE_OF.get(r["engine"], "default"),
                 model=model, hardware=r["gpu"], weight_dtype=w, kv_dtype=r["kv_dtype"] or (w if w == "fp8" else None),
                 compute_dtype=compute_dtype_of(w, act), gpus=gpus, tp=tp, pp=pp,
-                batch=int(_num(r["batch"])) if _num(r["batch"]) else None,
-                concurrency=int(_num(r["concurrency"])) if _num(r["concurrency"]) else None,
+                batch=int(csv_number(r["batch"])) if csv_number(r["batch"]) else None,
+                concurrency=int(csv_number(r["concurrency"])) if csv_number(r["concurrency"]) else None,
                 prompt_len=max(int(T), 1), output_len=max(int(G), 1), metric=r["metric"], value=float(r["value"]),
             ))
     return rows, skipped

@@ -46,8 +46,8 @@ def compare_cmd(
     from calc.accuracy.compare import compare_files, load_preset
     from calc.accuracy.scenario import Conditions
     from calc.core import text as render
-    from calc.render import compare as view
     from calc.core.files import out_folder
+    from calc.render import compare as view
     from calc.spec.catalog import load_hardware, load_model
 
     if model is not None:
