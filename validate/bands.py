@@ -47,6 +47,6 @@ def profile_bands(rows, hw: HardwareSpec) -> tuple[BandTable | None, dict]:
 
 def write_with_bands(hw: HardwareSpec, table: BandTable, path: Path, header: str) -> Path:
     """The profile rewritten with its bands (atomically: the profile without them stays until then)."""
-    from validate.calibrate import write_profile
+    from .calibrate import write_profile
 
     return write_profile(hw.model_copy(update={"bands": table}), path, header)

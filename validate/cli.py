@@ -42,7 +42,7 @@ def validate_comm_cmd(
         import torch  # noqa: F401
     except ImportError:
         raise SpecError("validate-comm", None, "needs torch: pip install torch") from None
-    from validate.comm import validate_comm
+    from .comm import validate_comm
 
     if backend not in ("auto", "gloo", "nccl"):
         raise SpecError("--backend", None, f"must be auto, gloo or nccl, got {backend!r}")
@@ -55,7 +55,7 @@ def validate_comm_cmd(
     n = res["world_size"]
     rows = []
     for algo, fit in res["fits"].items():
-        from validate.comm import modelled
+        from .comm import modelled
 
         bw, hop = fit["bandwidth_gb_s_per_direction"] * 1e9, fit["latency_us"] * 1e-6
         for r in res["rows"][:: max(len(res["rows"]) // 4, 1)]:
@@ -83,7 +83,7 @@ def profile_cmd(
 
     Times in seconds; the profile's peaks and bandwidth are the best measured, its efficiencies never above 1 against them.
     """
-    from validate.profile import run_profile
+    from .profile import run_profile
 
     out_folder(out, parents=True, create=False)
     dtypes = run_dtypes(dtype)
@@ -116,8 +116,8 @@ def validate_cmd(
     Nothing is fitted to the passes. Times in seconds (ms in tables); errors are predicted / measured - 1.
     Exit 1 when a count check fails.
     """
-    from validate.report import summary_lines, write_all
-    from validate.runner import HELD_OUT, Options, run
+    from .report import summary_lines, write_all
+    from .runner import HELD_OUT, Options, run
 
     out_folder(out, parents=True, create=False)
     dtypes = run_dtypes(dtype)
@@ -148,7 +148,7 @@ def calibrate_cmd(
     The base profile's peaks and bandwidth are the roofs (raised to a table's best rate where one beats them);
     whole passes are never fitted: `roofline validate` checks them.
     """
-    from validate.kernelfit import refit_folder
+    from .kernelfit import refit_folder
 
     hw = refit_folder(kernels, hardware, out)
     e = hw.efficiency

@@ -167,7 +167,7 @@ def launch(world_size: int, sizes: list[int], repeats: int, backend: str, timeou
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "comm.json"
         env = worker_env(world_size, backend, Path(tmp) / "store")
-        args = [sys.executable, "-m", "validate.comm", json.dumps(sizes), str(repeats), str(out)]
+        args = [sys.executable, "-m", f"{__package__}.comm", json.dumps(sizes), str(repeats), str(out)]
         procs = [subprocess.Popen(args, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for r in range(world_size)]

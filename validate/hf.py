@@ -19,7 +19,7 @@ import torch
 
 from calc.core.errors import SpecError
 from calc.spec.model import ModelSpec
-from validate.reference import TORCH_DTYPES
+from .reference import TORCH_DTYPES
 
 
 def llama_config(spec: ModelSpec):

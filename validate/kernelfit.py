@@ -168,7 +168,7 @@ def refit_folder(folder: Path, base_ref: str, out: Path) -> HardwareSpec:
 
     from calc.core.files import atomic_write, check_writable, out_folder
     from calc.spec.catalog import load_hardware
-    from validate.calibrate import profile_yaml
+    from .calibrate import profile_yaml
 
     base = load_hardware(base_ref)
     tables, files = load_folder(folder)

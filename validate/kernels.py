@@ -22,8 +22,8 @@ import torch.nn.functional as F
 
 from calc.spec.catalog import load_model, model_catalog
 from calc.spec.kernel_tables import KernelTable
-from validate.reference import TORCH_DTYPES, apply_rope, rope_tables
-from validate.timing import synchronizer, time_call
+from .reference import TORCH_DTYPES, apply_rope, rope_tables
+from .timing import synchronizer, time_call
 
 TP = (1, 2, 4, 8)
 

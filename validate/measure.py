@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from validate.measurements import Row, predict_point, write_rows
-from validate.timing import Point
+from .measurements import Row, predict_point, write_rows
+from .timing import Point
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -72,7 +72,7 @@ def measure_grid(model, spec, base, kernel, points, meta, sync, per_point, max_c
 
 
 def _pool(timings):
-    from validate.timing import Timing
+    from .timing import Timing
 
     return Timing(tuple(s for t in timings for s in t.samples_s), min(t.inner for t in timings),
                   sum(t.contended for t in timings), float(np.mean([t.others_cores for t in timings])))
@@ -81,7 +81,7 @@ def _pool(timings):
 def _time_point(model, spec, p: Point, sync, budget, max_call, device, threads, torch, dead, points):
     """A Timing, or a status string: "skipped: ..." when one call exceeds ``max_call`` (then the
     larger points of the same dtype, phase and batch are skipped too), "oom" when memory runs out."""
-    from validate import timing
+    from . import timing
 
     try:
         fn = timing.prefill_fn(model, p.batch, p.size, spec.vocab_size, device) if p.phase == "prefill" \

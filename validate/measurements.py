@@ -24,7 +24,7 @@ from calc.cost.latency import decode_cost, prefill_cost
 from calc.spec.catalog import load_model
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
-from validate.timing import Point, Timing
+from .timing import Point, Timing
 
 COLUMNS = ["model", "layers", "device", "threads", "dtype", "phase", "batch", "prompt_len", "context", "split",
            "status", "measured_s", "min_s", "max_s", "spread", "samples", "others_cores", "flags",
@@ -109,7 +109,7 @@ SEED = (2, 128, 16)  # the seed experiment: prompt [2, 128], 16 generated tokens
 
 def resolve_spec(ref: str, layers: int | None) -> ModelSpec:
     """The model to build: a catalog name or file, at ``layers`` layers of its real widths."""
-    from validate.reference import reduced
+    from .reference import reduced
 
     spec = load_model(ref)
     if layers is not None and not 1 <= layers <= spec.num_layers:

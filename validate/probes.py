@@ -152,7 +152,7 @@ def _matmul(dtype: str, m: int, k: int, n: int, device: str, sync, reps: int) ->
 
 def run_probes(device: str = "cpu", quick: bool = False) -> ProbeResult:
     """Measure matmul FLOP/s, bandwidth and kernel overhead on ``device`` (seconds, not minutes)."""
-    from validate.timing import synchronizer
+    from .timing import synchronizer
 
     sync = synchronizer(device)
     cuda = device.startswith("cuda")

@@ -18,7 +18,7 @@ from calc.core.files import atomic_write
 from calc.spec.catalog import load_hardware
 from calc.spec.hardware import HardwareSpec
 from calc.spec.kernel_tables import KernelTable
-from validate.kernelfit import fitted_profile
+from .kernelfit import fitted_profile
 
 
 class _Flow(yaml.SafeDumper):
@@ -52,7 +52,7 @@ def write_profile_folder(out: Path, tables: list[KernelTable], make_profile,
         rel.append(f"kernels/{table_name(t)}")
     hw = make_profile(rel)
     path = out / filename
-    from validate.calibrate import profile_yaml
+    from .calibrate import profile_yaml
 
     atomic_write(path, profile_yaml(hw, "Measured by `roofline profile`: peaks and bandwidth are the best measured (probes, tables); "
                                         "efficiencies fitted to the kernel tables beside it.\n"
@@ -64,9 +64,9 @@ def run_profile(device: str, out: Path, threads: int | None = None, quick: bool 
                 dtypes: tuple[str, ...] = ("fp32", "bf16"), exclude: tuple[str, ...] = (), say=print,
                 filename: str = "profile.yaml"):
     """Probe, measure every table, fit and write. Returns (the profile as loaded, its path, probe, seconds)."""
-    from validate import kernels as km
-    from validate import probes
-    from validate.timing import check_device
+    from . import kernels as km
+    from . import probes
+    from .timing import check_device
 
     torch = check_device(device)
     if threads is not None:

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from calc.spec.model import ModelSpec
-from validate.passes import KVCache
+from .passes import KVCache
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 ROPE_BASE = 10000.0

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from calc.core import text as render
-from validate.calibrate import fmt_pct
+from .calibrate import fmt_pct
 
 TARGET_MEDIAN, TARGET_P90 = 0.15, 0.30
 PHASE = {"prefill": "TTFT (prefill)", "decode": "TPOT (decode)"}
@@ -207,7 +207,7 @@ def markdown(run, plot: Path | None) -> str:
     if run.notes or any(r.flags for r in run.rows):
         L += ["## Notes", ""] + [f"- {n}" for n in run.notes]
         if any(r.flags for r in run.rows):
-            from validate.timing import ADVICE
+            from .timing import ADVICE
 
             L.append(f"- {sum(bool(r.flags) for r in run.rows)} points flagged; {ADVICE}")
     return "\n".join(L) + "\n"

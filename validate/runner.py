@@ -26,10 +26,10 @@ from calc.core.units import GB, canonical_dtype
 from calc.spec.catalog import hardware_catalog, load_hardware
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
-from validate.calibrate import error_stats, write_profile
-from validate.measure import is_oom, measure_grid
-from validate.measurements import Row, resolve_spec, write_rows
-from validate.timing import Point, check_device
+from .calibrate import error_stats, write_profile
+from .measure import is_oom, measure_grid
+from .measurements import Row, resolve_spec, write_rows
+from .timing import Point, check_device
 
 # held out of the kernel profile's shapes: a Llama-style GQA model (tied embeddings), a Qwen2-style
 # one (q/k/v biases, tied embeddings, narrow hidden, wide MLP) and a MoE (128 experts, top-8)
@@ -107,7 +107,7 @@ def grid(spec: ModelSpec, mode: str, dtypes) -> list[Point]:
 
 def check_fits(spec: ModelSpec, dtypes, points: list[Point], device: str, available: float) -> None:
     """A model too large for the device at this depth is an input error, with a --layers hint."""
-    from validate.reference import reduced
+    from .reference import reduced
 
     widest = max(dtypes, key=lambda d: {"fp32": 4, "bf16": 2, "fp16": 2}.get(d, 2))
     B = max(p.batch for p in points)
@@ -136,12 +136,12 @@ def check_fits(spec: ModelSpec, dtypes, points: list[Point], device: str, availa
 
 def _builder(impl: str, spec: ModelSpec):
     if impl == "hf":
-        from validate.hf import HFDecoder, llama_config
+        from .hf import HFDecoder, llama_config
 
         llama_config(spec)  # a SpecError for what transformers' Llama cannot express
         return HFDecoder
     if impl == "reference":
-        from validate.reference import build_decoder
+        from .reference import build_decoder
 
         return build_decoder
     raise SpecError("--impl", None, f"expected reference or hf, got {impl!r}")
@@ -168,9 +168,9 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
     ``progress`` (stderr; a bar in a terminal)."""
     t_start = time.perf_counter()
     torch = check_device(opts.device)
-    from validate import counts as counts_mod
-    from validate import probes as probes_mod
-    from validate import timing
+    from . import counts as counts_mod
+    from . import probes as probes_mod
+    from . import timing
 
     dtypes = tuple(dict.fromkeys(canonical_dtype(d) for d in opts.dtypes))
     bad = [d for d in dtypes if d not in ("fp32", "bf16", "fp16")]
@@ -209,7 +209,7 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
     # 1. the kernel profile (never sees the held-out models' widths)
     state = Run(opts, specs, load_hardware(base_ref) if base_ref else None, kernel_hw, name, threads)
     if kernel_hw is None:
-        from validate.profile import run_profile
+        from .profile import run_profile
 
         held = tuple(m for m in opts.models) + tuple(s.name.split("@")[0] for s in specs)
         kernel_hw, path, probe, state.profile_s = run_profile(device, out, opts.threads, opts.quick, dtypes, held,
@@ -288,7 +288,7 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
 def _bands(state: Run, out: Path, say) -> None:
     """calibrated.yaml rewritten with the bands of this validation (validate/bands.py)."""
     from calc.spec.bands import MIN_ROWS
-    from validate.bands import profile_bands, write_with_bands
+    from .bands import profile_bands, write_with_bands
 
     table, state.band_coverage = profile_bands(state.rows, state.kernel)
     if table is None:

@@ -11,12 +11,31 @@ importing them here puts them on the app in the order ``--help`` lists them.
 # ruff: noqa: I001  (the import order is the order --help lists the commands)
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import sys
+from pathlib import Path
 
 from calc.cli import catalog, estimate, plan, compare, sweep  # noqa: F401  (registered in this order)
 from calc.cli.base import app
-import validate.cli  # noqa: F401  (validate, calibrate, validate-comm; torch only inside them)
-import calc.web.command  # noqa: F401  (serve; the web stack only inside it)
+
+
+def validation_package() -> str:
+    """The validation package's import name. The wheel ships the repository's validate/ folder
+    as ``calc.validate`` (pyproject's package-dir), so it takes no generic top-level name; a
+    checkout imports the folder beside calc/ as ``validate`` (its modules import each other
+    relatively, so either name works), and only that folder, never another project's."""
+    beside = Path(__file__).resolve().parents[2] / "validate" / "__init__.py"
+    if beside.is_file():
+        found = importlib.util.find_spec("validate")
+        if found is not None and found.origin and Path(found.origin).resolve() == beside:
+            return "validate"
+    return "calc.validate"
+
+
+# profile, validate, calibrate, validate-comm: registered on import; torch only inside them.
+importlib.import_module(validation_package() + ".cli")
+import calc.web.command  # noqa: E402, F401  (serve; the web stack only inside it)
 
 __all__ = ["app", "main"]
 

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 from typer._click import exceptions as click  # typer >= 0.26 vendors click: its exceptions live here
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from calc.cli.interrupt import interrupted
 from calc.core import text as render
@@ -24,7 +24,7 @@ def error_line(exc: BaseException) -> str:
         opts = (getattr(param, "opts", None) or [(param.name or "value").upper()]) if param is not None else []
         ctx = exc.ctx
         where = (max(opts, key=len) if opts else getattr(exc, "option_name", None)
-                 or (ctx.info_name if ctx is not None and ctx.parent is not None else "roofline"))
+                 or (ctx.info_name if ctx is not None and ctx.parent is not None else None))
         if isinstance(exc, click.MissingParameter):
             kind = "option" if getattr(param, "param_type_name", "") == "option" else "argument"
             problem = f"missing {kind}"
@@ -32,7 +32,7 @@ def error_line(exc: BaseException) -> str:
             problem = exc.message.removeprefix("Value error, ")
         else:
             problem = exc.format_message()
-        text = f"{where}: {problem}"
+        text = f"{where}: {problem}" if where else problem  # the app itself: "roofline: error:" says where
     elif isinstance(exc, click.ClickException):
         text = exc.format_message()
     elif isinstance(exc, SpecError) and exc.path in OPTION_OF:
@@ -48,10 +48,28 @@ OPTION_OF = {"tp": "--tp", "pp": "--pp", "ep": "--ep", "imbalance": "--imbalance
              "prompt_len/output_len": "--prompt-len/--output-len"}
 
 
+def _flags_without_type(params: list) -> list:
+    """A flag takes no value, so its help shows no type: typer would print ``--help <bool>``."""
+    for p in params:
+        if getattr(p, "is_flag", False) and p.metavar is None:
+            p.metavar = ""
+    return params
+
+
+class RooflineCommand(TyperCommand):
+    """Every subcommand: its help lists flags without a value type."""
+
+    def get_params(self, ctx):
+        return _flags_without_type(super().get_params(ctx))
+
+
 class RooflineGroup(TyperGroup):
     """The app's click group: click's usage errors (a bad option value, an unknown option or
     command, a missing argument) take the SpecError path too: one line on stderr, exit 2,
     instead of click's boxed multi-line message."""
+
+    def get_params(self, ctx):
+        return _flags_without_type(super().get_params(ctx))
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
@@ -110,7 +128,7 @@ def command(*args, **kwargs):
                 typer.echo(error_line(exc), err=True)  # the one way an error is printed
                 raise typer.Exit(2) from None
 
-        return app.command(*args, **kwargs)(wrapper)
+        return app.command(*args, cls=kwargs.pop("cls", RooflineCommand), **kwargs)(wrapper)
 
     return deco
 

@@ -47,9 +47,19 @@ class TooLarge(SpecError):
 
 def suggest(name: str, names, n: int = 3, cutoff: float = 0.5) -> str:
     """"; did you mean a, b?" for the closest of ``names`` to ``name`` (empty when none is close):
-    the one place an unknown name gets its suggestions."""
-    close = difflib.get_close_matches(name, list(names), n=n, cutoff=cutoff)
-    return f"; did you mean {', '.join(close)}?" if close else ""
+    the one place an unknown name gets its suggestions. Case is ignored, and a name that starts
+    with what was typed ("H100" -> h100-sxm, h100-pcie) comes before one merely spelled alike
+    (h200), then one that contains it, then difflib's closest."""
+    names = list(dict.fromkeys(names))
+    typed = name.strip().lower()
+    by_lower = {}
+    for x in names:
+        by_lower.setdefault(x.lower(), x)
+    starts = sorted((x for x in names if typed and x.lower().startswith(typed)), key=lambda x: (len(x), x))
+    inside = sorted((x for x in names if typed and typed in x.lower() and x not in starts), key=lambda x: (len(x), x))
+    close = [by_lower[c] for c in difflib.get_close_matches(typed, list(by_lower), n=n, cutoff=cutoff)]
+    picked = list(dict.fromkeys([*starts, *inside, *close]))[:n]
+    return f"; did you mean {', '.join(picked)}?" if picked else ""
 
 
 def known(names, limit: int = 12) -> str:

@@ -23,7 +23,6 @@ M = ["-m", "llama-3.1-8b", "--hardware", "h100-sxm"]
     (["estimate", "--bogus"], "--bogus"),
     (["estimate", "-m"], "-m"),
     (["show"], "ref"),
-    (["nocmd"], "roofline"),
     (["ops", *M, "--batch", "99999999999999999999"], "--batch"),
     (["intensity", "-m", "llama-3.1-8b", "--seq-len", "1,-1,0"], "--seq-len"),
 ])
@@ -32,6 +31,19 @@ def test_usage_errors_are_one_line(args, where):
     assert r.exit_code == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"roofline: error: {where}: "), r.stderr
+
+
+def test_an_unknown_command_names_no_prefix_twice():
+    r = runner.invoke(app, ["estimat"])
+    assert r.exit_code == 2
+    assert r.stderr.strip() == "roofline: error: No such command 'estimat'. Did you mean 'estimate'?"
+
+
+@pytest.mark.parametrize("args", [["--help"], ["estimate", "--help"], ["plan", "--help"]])
+def test_help_shows_no_value_type_for_flags(args):
+    r = runner.invoke(app, args, terminal_width=120)
+    assert r.exit_code == 0
+    assert "<bool>" not in r.stdout and "--help" in r.stdout
 
 
 def test_help_still_works():
