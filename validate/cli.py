@@ -30,6 +30,15 @@ def run_dtypes(text: str) -> tuple[str, ...]:
     return dtypes
 
 
+def need_torch(command: str) -> None:
+    """The torch-backed commands' first check: without torch, one line and exit 2, before any
+    module that imports torch is loaded (which would end in a traceback)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise SpecError(command, None, "needs torch, which is not installed: pip install 'roofline[torch]'") from None
+
+
 @command("validate-comm")
 def validate_comm_cmd(
     world_size: Annotated[int, typer.Option("--world-size", "-n", help="Processes (GPUs with NCCL) to start, as torchrun would.")] = 2,
@@ -38,10 +47,7 @@ def validate_comm_cmd(
     quick: Annotated[bool, typer.Option("--quick", help="Fewer sizes (1 KiB-4 MiB) and repeats: seconds, for CI.")] = False,
 ) -> None:
     """Time all-reduce and all-to-all with torch.distributed; fit link bandwidth (GB/s) and per-hop latency (us)."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise SpecError("validate-comm", None, "needs torch: pip install torch") from None
+    need_torch("validate-comm")
     from .comm import validate_comm
 
     if backend not in ("auto", "gloo", "nccl"):
@@ -83,6 +89,7 @@ def profile_cmd(
 
     Times in seconds; the profile's peaks and bandwidth are the best measured, its efficiencies never above 1 against them.
     """
+    need_torch("profile")
     from .profile import run_profile
 
     out_folder(out, parents=True, create=False)
@@ -116,6 +123,7 @@ def validate_cmd(
     Nothing is fitted to the passes. Times in seconds (ms in tables); errors are predicted / measured - 1.
     Exit 1 when a count check fails.
     """
+    need_torch("validate")
     from .report import summary_lines, write_all
     from .runner import HELD_OUT, Options, run
 
