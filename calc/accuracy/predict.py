@@ -37,8 +37,24 @@ load_model = lru_cache(maxsize=None)(catalog.load_model)
 load_hardware = lru_cache(maxsize=None)(catalog.load_hardware)
 
 
+SERVING_FIELD = "request_overhead_us"  # read by serving_time alone, never by model_metric
+
+
 def predict(row: Row, preset: EngineSpec | None) -> float:
     """The row's metric from the calculator; preset None: the ideal roofline."""
+    return model_metric(row, preset) + serving_time(row, preset)
+
+
+def serving_time(row: Row, preset: EngineSpec | None) -> float:
+    """The preset's per-request serving time (outside the model) a client-side TTFT or e2e adds."""
+    if preset is None or preset.ideal or row.metric not in ("ttft_s", "e2e_s"):
+        return 0.0
+    return getattr(preset, SERVING_FIELD) * 1e-6
+
+
+def model_metric(row: Row, preset: EngineSpec | None) -> float:
+    """The row's metric as the model gives it, without serving_time: it never reads the
+    preset's SERVING_FIELD, so a fit that moves only that field reuses it."""
     from calc.cost.latency import estimate
     from calc.cost.setup import Setup
 
@@ -59,17 +75,16 @@ def predict(row: Row, preset: EngineSpec | None) -> float:
         return total / row.gpus if m.endswith("_per_gpu") else total
     B = row.batch or row.concurrency or 1
     est = estimate(model, hw, B, T, max(G, 2) if m in ("decode_tokens_per_s", "tpot_s") else G, Setup.of(**kw))
-    serving = 0.0 if ideal else preset.request_overhead_us * 1e-6  # named, outside the model's TTFT
     if m == "decode_tokens_per_s":
         return float(1.0 / est.tpot_s)
     if m == "prefill_tokens_per_s":
         return float(B * T / est.ttft_s)
     if m == "ttft_s":
-        return float(est.ttft_s) + serving
+        return float(est.ttft_s)
     if m == "tpot_s":
         return float(est.tpot_s)
     if m == "e2e_s":
-        return float(est.e2e_s) + serving
+        return float(est.e2e_s)
     if m == "output_tokens_per_s":
         return replicas * float(est.output_tokens_per_s)
     if m == "output_tokens_per_s_per_gpu":

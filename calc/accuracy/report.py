@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -107,8 +108,9 @@ def record_previous(path: Path = PREVIOUS) -> str:
 
 def _under_load(r: Run, out: Path):
     """The load rows scored with each publisher's held-out presets (calc.accuracy.underload);
-    their predictions written to out/under_load_predictions.csv, laid out as predictions.csv
-    (``current``: the held-out prediction), so that the bands read them too."""
+    their predictions written to out/under_load_predictions.csv (a temporary folder when the
+    command writes no folder), laid out as predictions.csv (``current``: the held-out prediction),
+    so that the bands read them too."""
     lr = underload.score(lambda publisher: underload.held_out(publisher, r.folds, r.fitted_all))
     flight = {name: rs[0].in_flight or open_loop_in_flight(rs) for name, rs in runs([x.row for x in lr.results]).items()}
     atomic_write(out / LOAD_PREDICTIONS, render.to_csv([
@@ -120,20 +122,27 @@ def _under_load(r: Run, out: Path):
     return lr
 
 
-def write_accuracy_report(out: Path, fit: bool = True, progress: Progress = silent,
+def write_accuracy_report(out: Path | None, fit: bool = True, progress: Progress = silent,
                           bands_out: Path | None = BANDS_FILE) -> str:
-    """Predict every row, write out/README.md, out/predictions.csv, out/under_load_predictions.csv,
-    out/errors.png and (held out, so only with ``fit``) the prediction bands, from both sets'
-    held-out residuals, to ``bands_out``; return the figures."""
-    out = out_folder(out, parents=True)  # before the minute of fitting: a bad --out fails at once
+    """Predict every row; with ``out``, write out/README.md, out/predictions.csv, out/under_load_predictions.csv, out/errors.png
+    (None: none of them); and (held out, so only with ``fit``) the prediction bands to
+    ``bands_out``; return the figures."""
+    if out is not None:
+        out = out_folder(out, parents=True)  # before the minute of fitting: a bad --out fails at once
     if fit and bands_out is not None:
         check_writable(Path(bands_out), "--bands-out")
     r = run(fit_rows=fit, progress=progress)
-    lr = _under_load(r, out)
-    bands = make_bands(r.results, (out / LOAD_PREDICTIONS,)) if fit else None
+    with tempfile.TemporaryDirectory() as scratch:
+        lr = _under_load(r, out if out is not None else Path(scratch))
+        bands = make_bands(r.results, ((out if out is not None else Path(scratch)) / LOAD_PREDICTIONS,)) \
+            if fit else None
     if bands is not None and bands_out is not None:
         write_bands_file(bands, bands_out)
     n_file = rows_in_file()
+    wrote = f", {bands_out}" if bands is not None and bands_out is not None else ""
+    if out is None:
+        return (f"{_summary(r, n_file, fit, bands, lr)}\n\nnothing written to a folder: --out DIR writes README.md, "
+                f"predictions.csv and errors.png (the committed copy: --out reports/accuracy){wrote and '; wrote ' + wrote[2:]}")
     pred_rows = [{"id": x.row.id, "publisher": x.row.publisher, "engine": x.row.engine, "preset": x.row.preset,
                   "model": x.row.model, "gpu": x.row.hardware, "tp": x.row.tp, "pp": x.row.pp,
                   "batch": x.row.batch, "concurrency": x.row.concurrency, "input_len": x.row.prompt_len,
@@ -162,7 +171,7 @@ profiles and `calc/data/engines.yaml` hold now, with the preset fields listed in
 `calc/data/accuracy_fit.yaml` refitted, within stated physical bounds and from stated priors, on
 every other publisher's rows, then scored on the publisher left out. No fit sees the rows it is
 scored on; no parameter is per row. The presets as committed now, without refit, are in the first
-table and in `predictions.csv`. Regenerate with `roofline accuracy`.
+table and in `predictions.csv`. Regenerate with `roofline accuracy --out reports/accuracy`.
 {fit_note}
 ## Targets (issue 13), as measured
 
@@ -223,10 +232,18 @@ quantised matmuls, and the rest (16-bit and fp8).
 ```
 """
     atomic_write(out / "README.md", text)
+    return (f"{_summary(r, n_file, fit, bands, lr)}\n\nwrote {out / 'README.md'}, predictions.csv, "
+            f"{LOAD_PREDICTIONS}, errors.png{wrote}")
+
+
+def _summary(r: Run, n_file: int, fit: bool, bands=None, lr=None) -> str:
+    """The figures, the bands' lines and the parameters, saying how the latter differ from `roofline engines`."""
     band_lines = "\n".join(band_done_when(bands)) + "\n\n" if bands else ""
-    wrote = f", {bands_out}" if bands is not None and bands_out is not None else ""
+    why = ("parameters fitted on all rows (a proposal: `roofline engines` shows the presets committed in "
+           "calc/data/engines.yaml, which every other command uses, until these are adopted there):"
+           if fit else "parameters: the presets as committed (`roofline engines`), not refitted (--no-fit):")
     return (f"{len(r.results)} rows predicted ({len(r.skipped)} skipped) from {PUBLISHED.name}\n\n"
-            f"{figures(r.results, n_file, fit)}\n\n{band_lines}parameters fitted on all rows:\n{_params_table(r)}\n\n"
-            f"serving under load ({len(lr.results)} rows, held out by source, {lr.seconds:.1f} s, {lr.cpu_s:.1f} s CPU):\n"
-            f"{chr(10).join(underload.summary_lines(lr.results) + underload.target_lines(lr.results))}\n\n"
-            f"wrote {out / 'README.md'}, predictions.csv, {LOAD_PREDICTIONS}, errors.png{wrote}")
+            f"{figures(r.results, n_file, fit)}\n\n{band_lines}{why}\n{_params_table(r)}"
+            + ("" if lr is None else
+               f"\n\nserving under load ({len(lr.results)} rows, held out by source, {lr.seconds:.1f} s, "
+               f"{lr.cpu_s:.1f} s CPU):\n{chr(10).join(underload.summary_lines(lr.results) + underload.target_lines(lr.results))}"))

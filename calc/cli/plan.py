@@ -113,7 +113,7 @@ def _tightened(wl, targets: dict[str, float]):
 
 @command("accuracy")
 def accuracy_cmd(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for README.md, predictions.csv, under_load_predictions.csv and errors.png.")] = Path("reports/accuracy"),
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder to write README.md, predictions.csv, under_load_predictions.csv and errors.png into (default: write nothing, print the figures).")] = None,
     fit: Annotated[bool, typer.Option("--fit/--no-fit", help="Refit the fitted preset fields leave-one-source-out (a minute or two); --no-fit: presets as committed.")] = True,
     bands_out: Annotated[Path | None, typer.Option("--bands-out", help="Where the prediction bands go (default: calc/data/bands.yaml, the ones estimate, sweep, compare and plan read).")] = None,
     record_previous: Annotated[bool, typer.Option("--record-previous", help="Only record the committed presets' predictions as the 'previous presets' column (reports/accuracy/previous_presets.csv); run before the presets change.")] = False,
@@ -128,5 +128,5 @@ def accuracy_cmd(
         typer.echo(report.record_previous())
         return
     with bar("accuracy", quiet) as progress:
-        summary = report.write_accuracy_report(Path(out), fit=fit, progress=progress, bands_out=bands_out or BANDS_FILE)
+        summary = report.write_accuracy_report(out, fit=fit, progress=progress, bands_out=bands_out or BANDS_FILE)
     typer.echo(summary)

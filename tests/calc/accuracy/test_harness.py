@@ -89,6 +89,16 @@ def test_accuracy_command_writes_the_report_without_fit(tmp_path):
     assert {"ideal", "previous", "presets", "current", "publisher"} <= set(head)
 
 
+def test_accuracy_without_out_writes_nothing_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, ["accuracy", "--no-fit"])
+    assert res.exit_code == 0, res.output
+    assert list(tmp_path.iterdir()) == []  # no ./reports/accuracy/ in whatever directory it ran from
+    assert "nothing written to a folder: --out DIR writes README.md" in res.output
+    # the parameters it prints say how they relate to `roofline engines`
+    assert "the presets as committed (`roofline engines`), not refitted (--no-fit)" in res.output
+
+
 def test_accuracy_command_bad_out_is_exit_2(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")

@@ -1,6 +1,7 @@
 """Leave-one-source-out: no fit sees the publisher it is scored on; the fit spec is data."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -75,12 +76,30 @@ def test_fit_stays_within_bounds_and_starts_from_priors():
 
 def test_predictor_caches_per_row_and_fitted_values(monkeypatch):
     seen = Seen()
-    monkeypatch.setattr("calc.accuracy.fit.predict", seen)
+    monkeypatch.setattr("calc.accuracy.fit.model_metric", seen)
     pred, p = Predictor(("step_overhead_us",)), engines()["vllm"]
     pred(TINY[0], p)
     pred(TINY[0], p)
     pred(TINY[0], p.model_copy(update={"step_overhead_us": 7.0}))
     assert seen.calls == ["a1", "a1"]  # the repeat was a cache hit, the changed value was not
+
+
+def test_predictor_adds_the_serving_time_without_a_new_prediction(monkeypatch):
+    # request_overhead_us is read after the model: a fit trial of it alone recomputes nothing,
+    # and the value still moves by the serving time (TTFT rows) or not at all (the others).
+    from calc.accuracy.predict import predict
+
+    seen = Seen()
+    monkeypatch.setattr("calc.accuracy.fit.model_metric", seen)
+    pred, p = Predictor(("step_overhead_us", "request_overhead_us")), engines()["vllm"]
+    ttft = replace(TINY[0], metric="ttft_s")
+    a = pred(ttft, p.model_copy(update={"request_overhead_us": 0.0}))
+    b = pred(ttft, p.model_copy(update={"request_overhead_us": 3000.0}))
+    assert len(seen.calls) == 1 and b - a == pytest.approx(3000e-6, rel=1e-12)
+    monkeypatch.undo()
+    real = Predictor(("request_overhead_us",))
+    for q in (p, p.model_copy(update={"request_overhead_us": 3000.0})):
+        assert real(ttft, q) == predict(ttft, q)
 
 
 def test_committed_fit_spec_is_valid_and_names_preset_fields():
