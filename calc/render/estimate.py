@@ -113,6 +113,7 @@ def estimate_records(est: Estimate, spec: SpecEstimate | None = None, bands=None
             "weight_dtype": est.dtypes.weight,
             "kv_dtype": est.dtypes.kv,
             "compute_dtype": est.dtypes.compute,
+            "compute_runs_as": hw.runs_as(est.dtypes.compute),  # the peak that applies (the chip may lack the dtype)
             "attention": est.attention,
             "ideal": est.ideal,
             "calibrated": hw.calibration is not None,
@@ -183,11 +184,17 @@ def _fit_line(m: dict) -> str:
     return f"DOES NOT FIT: {used}, short by {render.nbytes(m['shortfall_bytes'])}"
 
 
+def _compute(rec: dict) -> str:
+    """The compute dtype as it runs: "fp8", or "bf16 (no fp8 on a100-80gb-sxm)"."""
+    asked, runs = rec["compute_dtype"], rec.get("compute_runs_as", rec["compute_dtype"])
+    return asked if runs == asked else f"{runs} (no {asked} on {rec['hardware']})"
+
+
 def estimate_text(rec: dict) -> str:
     """The readable single-scenario table."""
     head = (f"{rec['model']} on {rec['hardware']}: batch {rec['batch']}, prompt {rec['prompt_len']}, "
             f"output {rec['output_len']}; weights {rec['weight_dtype']}, KV {rec['kv_dtype']}, "
-            f"compute {rec['compute_dtype']}, attention {rec['attention']}"
+            f"compute {_compute(rec)}, attention {rec['attention']}"
             + (", ideal roofline" if rec["ideal"] else "") + (", calibrated profile" if rec["calibrated"] else "")
             + (f", {rec['kernel_tables']} measured kernel tables" if rec.get("kernel_tables") else "")
             + (f" (a CPU profile at {rec['threads']} threads)" if rec.get("threads") else "")
@@ -228,7 +235,7 @@ def estimate_text(rec: dict) -> str:
         head,
         "",
         phases,
-        f"(ridge point {rec['ridge_point']:.0f} FLOP/B at {rec['compute_dtype']})",
+        f"(ridge point {rec['ridge_point']:.0f} FLOP/B at {rec['compute_runs_as']})",
         "",
         f"TTFT  {render.seconds(rec['ttft_s'])}{_range(rec, 'ttft_band_s')}   TPOT  {tpot}{_range(rec, 'tpot_band_s')}   "
         f"e2e  {render.seconds(rec['e2e_s'])}{_range(rec, 'e2e_band_s')}",

@@ -232,9 +232,10 @@ class HardwareSpec(_Spec):
     def step_overhead_s(self) -> float:
         return self.efficiency.step_overhead_us * MICRO
 
-    def peak_flops_per_s(self, compute_dtype: str) -> float:
-        """Dense peak for a compute dtype. A dtype the chip lacks falls back to the next
-        wider one it has (fp8 -> bf16/fp16 -> tf32 -> fp32), as a kernel would run it."""
+    def runs_as(self, compute_dtype: str) -> str:
+        """The dtype whose peak a matmul at ``compute_dtype`` runs at: the dtype itself, or, when
+        the chip lacks it, the next wider one it has (fp8 -> bf16/fp16 -> tf32 -> fp32), as a
+        kernel would run it (an A100 has no fp8: fp8 weights run bf16 matmuls)."""
         order = {
             "fp4": ("fp4", "fp8", "bf16", "fp16", "fp32"),
             "int4": ("int4", "int8", "bf16", "fp16", "fp32"),
@@ -247,8 +248,12 @@ class HardwareSpec(_Spec):
         }[canonical_dtype(compute_dtype)]
         for key in order:
             if key in self.peak_tflops:
-                return self.peak_tflops[key] * TERA
-        return max(self.peak_tflops.values()) * TERA
+                return key
+        return max(self.peak_tflops, key=self.peak_tflops.get)
+
+    def peak_flops_per_s(self, compute_dtype: str) -> float:
+        """Dense peak for a compute dtype, at the dtype it runs as (runs_as)."""
+        return self.peak_tflops[self.runs_as(compute_dtype)] * TERA
 
     def ridge_point(self, compute_dtype: str) -> float:
         """FLOP/byte where compute and memory roofs meet: peak / bandwidth."""
