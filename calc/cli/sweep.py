@@ -117,7 +117,7 @@ def sweep_frame(model: str = "llama-3.1-8b", hardware: str = "h100-sxm", batch: 
             raise SpecError("--columns", None, f"unknown column(s) {', '.join(unknown)}; "
                                                f"known: {', '.join(frame.columns)}")
         inputs = ["model", "hardware", "weight_dtype", "kv_dtype", "compute_dtype", "tp", "pp", "gpus", "batch",
-                  "prompt_tokens", "output_tokens"]
+                  "prompt_len", "output_len"]
         frame = frame[inputs + [c for c in keep if c not in inputs]]
     return frame
 

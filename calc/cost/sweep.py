@@ -42,7 +42,7 @@ def grid_size(**axes) -> int:
 
 # Text columns of few values, held as codes until the frame is built: column -> labels.
 TEXT = {"prefill_bound": BOUNDS, "decode_bound": BOUNDS}
-INTEGER = ("batch", "prompt_tokens", "output_tokens", "decode_context_tokens")
+INTEGER = ("batch", "prompt_len", "output_len", "decode_context")
 
 
 def _band_columns(est, cols: dict, table) -> dict[str, np.ndarray]:
@@ -66,18 +66,18 @@ def columns(est, model, hw, tp, spec=None, bands=None) -> dict[str, np.ndarray]:
     gpus = est.parallel.gpus
     out_tps = est.output_tokens_per_s
     cols = {
-        "batch": est.batch, "prompt_tokens": est.prompt_len, "output_tokens": est.output_len,
+        "batch": est.batch, "prompt_len": est.prompt_len, "output_len": est.output_len,
         "ttft_s": est.ttft_s, "tpot_s": est.tpot_s, "e2e_s": est.e2e_s,
         "output_tokens_per_s": out_tps, "total_tokens_per_s": est.total_tokens_per_s,
         "prefill_flops": est.prefill.flops, "prefill_bytes": est.prefill.bytes,
-        "prefill_intensity_flop_per_byte": est.prefill.intensity, "prefill_bound": est.prefill.bound_code,
-        "decode_context_tokens": est.prompt_len, "decode_step_s": est.decode.time_s,
+        "prefill_intensity": est.prefill.intensity, "prefill_bound": est.prefill.bound_code,
+        "decode_context": est.prompt_len, "decode_time_s": est.decode.time_s,
         "decode_flops": est.decode.flops, "decode_bytes": est.decode.bytes,
-        "decode_intensity_flop_per_byte": est.decode.intensity, "decode_bound": est.decode.bound_code,
-        "comm_decode_s": est.decode.comm_s,
-        "weights_bytes_per_gpu": est.memory.weights_bytes, "kv_cache_bytes_per_gpu": est.memory.kv_cache_bytes,
-        "activation_bytes_per_gpu": est.memory.activation_bytes, "memory_bytes_per_gpu": est.memory.total_bytes,
-        "capacity_bytes_per_gpu": est.memory.capacity_bytes, "fits": est.memory.fits,
+        "decode_intensity": est.decode.intensity, "decode_bound": est.decode.bound_code,
+        "communication_decode_time_s": est.decode.comm_s,
+        "memory_weights_bytes": est.memory.weights_bytes, "memory_kv_cache_bytes": est.memory.kv_cache_bytes,
+        "memory_activation_bytes": est.memory.activation_bytes, "memory_total_bytes": est.memory.total_bytes,
+        "memory_capacity_bytes": est.memory.capacity_bytes, "memory_fits": est.memory.fits,
         "kv_cache_bytes": est.kv_cache_bytes,
     }
     if hw.price is not None:
@@ -89,7 +89,7 @@ def columns(est, model, hw, tp, spec=None, bands=None) -> dict[str, np.ndarray]:
         sp = speculative(est, spec)
         cols.update(spec_tokens_per_step=sp.tokens_per_step, spec_tpot_s=sp.tpot_s, spec_speedup=sp.speedup,
                     spec_ttft_s=sp.ttft_s, spec_output_tokens_per_s=sp.output_tokens_per_s,
-                    spec_memory_bytes_per_gpu=sp.memory_total_bytes, spec_fits=sp.fits)
+                    spec_memory_total_bytes=sp.memory_total_bytes, spec_fits=sp.fits)
     return cols
 
 

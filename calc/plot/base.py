@@ -21,7 +21,7 @@ MARKERS = ("o", "s", "^", "D", "v")
 SERIES_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
                  "#bcbd22", "#7f7f7f")
 NOFIT = "Crossed out: weights + KV + the prefill's activations (B x T tokens in one pass) exceed device memory."
-SERIES_KEYS = ("model", "hardware", "weight_dtype", "kv_dtype", "tp", "batch", "prompt_tokens", "output_tokens")
+SERIES_KEYS = ("model", "hardware", "weight_dtype", "kv_dtype", "tp", "batch", "prompt_len", "output_len")
 
 
 # --------------------------------------------------------------------------- output

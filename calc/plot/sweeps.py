@@ -16,7 +16,7 @@ from calc.plot.base import NOFIT, SERIES_COLORS, SERIES_KEYS, _figure, _finish
 
 def _label(key: str, value) -> str:
     return {"model": "{}", "hardware": "{}", "weight_dtype": "weights {}", "kv_dtype": "KV {}", "tp": "TP {}",
-            "batch": "B={}", "prompt_tokens": "T={}", "output_tokens": "G={}"}[key].format(value)
+            "batch": "B={}", "prompt_len": "T={}", "output_len": "G={}"}[key].format(value)
 
 
 def _series(frame, x: str, ignore=()):
@@ -62,7 +62,7 @@ def _line_chart(frame, x: str, y, *, xlabel: str, ylabel: str, what: str, note: 
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    _check_frame(frame, (x, "fits"))
+    _check_frame(frame, (x, "memory_fits"))
     fig, ax = _figure()
     series, scenario = _series(frame, x, ignore)
     ys, nofit, shaded = [], False, False
@@ -78,7 +78,7 @@ def _line_chart(frame, x: str, y, *, xlabel: str, ylabel: str, what: str, note: 
             for edge, v in (("lo", lo), ("hi", hi)):
                 ax.plot(xv, v, "-", color=color, lw=0.5, alpha=0.5, gid=f"band_{edge}:{label}")
             shaded = True
-        bad = ~np.asarray(fits(rows) if fits else rows.fits, dtype=bool)
+        bad = ~np.asarray(fits(rows) if fits else rows.memory_fits, dtype=bool)
         if bad.any():
             nofit = True
             ax.scatter(xv[bad], yv[bad], marker="x", s=60, color="black", zorder=4, gid=f"nofit:{label}")
@@ -108,8 +108,8 @@ TPOT_BAND = ("tpot_band_lo_s", "tpot_band_hi_s", "tpot_s")  # tpot-context: one 
 
 def ttft_chart(frame, out=None):
     """TTFT (prefill + sampling) against prompt length T, one line per series."""
-    return _line_chart(frame, "prompt_tokens", lambda r: r.ttft_s / MILLI, xlabel="prompt length T (tokens)",
-                       ylabel="TTFT (ms)", what="Time to first token vs prompt length", ignore=("output_tokens",),
+    return _line_chart(frame, "prompt_len", lambda r: r.ttft_s / MILLI, xlabel="prompt length T (tokens)",
+                       ylabel="TTFT (ms)", what="Time to first token vs prompt length", ignore=("output_len",),
                        band=TTFT_BAND,
                        note="TTFT = prefill of B x T tokens + sampling; no queueing, tokenisation or network. "
                             + NOFIT, out=out)
@@ -126,10 +126,10 @@ def tpot_batch_chart(frame, out=None):
 
 def tpot_context_chart(frame, out=None):
     """One decode step's time against the context S it attends over (sweep rows with T = S, G = 2)."""
-    return _line_chart(frame, "prompt_tokens", lambda r: r.decode_step_s / MILLI,
+    return _line_chart(frame, "prompt_len", lambda r: r.decode_time_s / MILLI,
                        xlabel="context S (cached tokens per sequence)", ylabel="TPOT (ms per output token)",
-                       what="Time per output token vs context", ignore=("output_tokens",),
-                       band=TPOT_BAND[:2] + ("decode_step_s",),
+                       what="Time per output token vs context", ignore=("output_len",),
+                       band=TPOT_BAND[:2] + ("decode_time_s",),
                        note="One decode step at context S: one new token per sequence, attending over S + 1 "
                             "positions. " + NOFIT, out=out)
 
@@ -157,7 +157,7 @@ def throughput_chart(frame, out=None):
     def frontier(ax, series):
         pts = []
         for _, rows in series:
-            ok = rows.fits.to_numpy(dtype=bool)
+            ok = rows.memory_fits.to_numpy(dtype=bool)
             pts += list(zip(tpot_ms(rows)[ok], per_gpu(rows)[ok], strict=True))
             for bx, by, b in zip(tpot_ms(rows), per_gpu(rows), rows.batch, strict=True):
                 ax.annotate(str(b), (bx, by), xytext=(3, -9), textcoords="offset points", fontsize=6,
@@ -182,26 +182,26 @@ def kv_memory_chart(frame, out=None):
     chunks long prefills)."""
 
     def held(rows):
-        return (rows.weights_bytes_per_gpu + rows.kv_cache_bytes_per_gpu).to_numpy(dtype=float)
+        return (rows.memory_weights_bytes + rows.memory_kv_cache_bytes).to_numpy(dtype=float)
 
     def extra(ax, series):
         for j, (label, rows) in enumerate(series):
             color = SERIES_COLORS[j % len(SERIES_COLORS)]
-            xv = rows.prompt_tokens.to_numpy(dtype=float)
+            xv = rows.prompt_len.to_numpy(dtype=float)
             ax.plot(xv, held(rows) / GB, "--", color=color, lw=1.2, gid=f"weights_kv:{label}")
             whole = rows.kv_cache_bytes.to_numpy(dtype=float)
-            if np.any(np.abs(whole - rows.kv_cache_bytes_per_gpu.to_numpy(dtype=float)) > 0.01 * whole):
+            if np.any(np.abs(whole - rows.memory_kv_cache_bytes.to_numpy(dtype=float)) > 0.01 * whole):
                 ax.plot(xv, whole / GB, ":", color=color, lw=1.4, gid=f"kv_model:{label}")
         for k, hw in enumerate(dict.fromkeys(frame.hardware)):
-            cap = float(frame[frame.hardware == hw].capacity_bytes_per_gpu.iloc[0]) / GB
+            cap = float(frame[frame.hardware == hw].memory_capacity_bytes.iloc[0]) / GB
             ax.axhline(cap, color="#444444", lw=1.2, ls=(0, (6, 2, 1, 2)), gid=f"capacity:{hw}")
             ax.annotate(f"{hw} capacity {cap:.0f} GB", (0.01, cap), xycoords=("axes fraction", "data"),
                         xytext=(0, 3 + 9 * k), textcoords="offset points", fontsize=7, color="#444444")
 
-    return _line_chart(frame, "prompt_tokens", lambda r: r.kv_cache_bytes_per_gpu / GB, ignore=("output_tokens",),
+    return _line_chart(frame, "prompt_len", lambda r: r.memory_kv_cache_bytes / GB, ignore=("output_len",),
                        xlabel="context held (tokens per sequence)", ylabel="GB per GPU (1 GB = 1e9 bytes)",
                        what="KV-cache memory vs context", after=extra, yscale="log", out=out,
-                       fits=lambda rows: held(rows) <= rows.capacity_bytes_per_gpu.to_numpy(dtype=float),
+                       fits=lambda rows: held(rows) <= rows.memory_capacity_bytes.to_numpy(dtype=float),
                        legend_extra=[dict(color="#777777", ls="--", label="weights + KV per GPU"),
                                      dict(color="#777777", ls=":", label="whole-model KV (all GPUs)")],
                        note="Solid: KV cache per GPU. Dashed: weights + KV per GPU; crossed out where they exceed the "

@@ -54,8 +54,8 @@ def trial_record(t: Trial) -> dict:
             "utilisation_closed_form": t.utilisation, "running_mean": t.sim.running_mean,
             "kv_used_mean": t.sim.kv_used_mean, "kv_pages": t.sim.pages,
             "kv_sequences_at_longest_context": t.saturation.kv_sequences_longest,
-            "kv_bytes_per_gpu": t.replica.kv.kv_bytes, "weights_bytes_per_gpu": t.replica.kv.weights_bytes,
-            "workspace_bytes_per_gpu": t.replica.kv.workspace_bytes, "preemptions": int(t.sim.preemptions.sum()),
+            "memory_kv_cache_bytes": t.replica.kv.kv_bytes, "memory_weights_bytes": t.replica.kv.weights_bytes,
+            "memory_workspace_bytes": t.replica.kv.workspace_bytes, "preemptions": int(t.sim.preemptions.sum()),
             "bound_time_s": t.sim.bound_time_s,
         },
     }

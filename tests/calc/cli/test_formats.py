@@ -45,7 +45,7 @@ def test_sweep_csv_on_stdout_and_quiet():
     r = run("sweep", "--batch", "1,2", "--columns", "ttft_s", "--quiet")
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
-    assert lines[0].endswith(",batch,prompt_tokens,output_tokens,ttft_s") and len(lines) == 3
+    assert lines[0].endswith(",batch,prompt_len,output_len,ttft_s") and len(lines) == 3
 
 
 def test_sweep_unknown_suffix_exits_2(tmp_path):
@@ -81,3 +81,14 @@ def test_a_run_builds_only_its_command_and_answers_the_same():
     bad = runner.invoke(_only("estimate"), ["estimate", "--model", "nope", "--hardware", "h100-sxm"])
     assert bad.exit_code == 2 and "unknown model" in bad.stderr
     assert _only("--help") is app and _only("estimat") is app
+
+
+def test_plan_table_uses_the_estimate_column_stems(tmp_path):
+    # plan --table: a replica's memory per GPU under estimate's names (memory_weights_bytes...),
+    # none of the old per-command spellings.
+    table = tmp_path / "plan.csv"
+    r = run("plan", "reports/plans/workloads/chat-llama-3.1-8b.yaml", "--requests", "200", "--table", str(table), "-q")
+    assert r.exit_code == 0, r.output
+    head = table.read_text().splitlines()[0].replace('"', "").split(",")
+    assert {"per_replica_memory_weights_bytes", "per_replica_memory_kv_cache_bytes", "usd_per_hour"} <= set(head)
+    assert not [c for c in head if c.endswith("_bytes_per_gpu") or c in ("prompt_tokens", "output_tokens")]

@@ -28,15 +28,34 @@ def test_library_sweep_matches_estimate():
                     output_len=[64], tp=[1, 2])
     assert len(df) == 2 * 2 * 2 * 2 * 2
     row = df[(df.model == "mistral-7b") & (df.hardware == "l4") & (df.tp == 2) & (df.batch == 16)
-             & (df.prompt_tokens == 2048)].iloc[0]
+             & (df.prompt_len == 2048)].iloc[0]
     est = calc.estimate("mistral-7b", "l4", 16, 2048, 64, tp=2)
     assert row.ttft_s == pytest.approx(float(est.ttft_s))
     assert row.tpot_s == pytest.approx(float(est.tpot_s))
-    assert row.fits == bool(est.memory.fits)
-    for col in df.columns[8:]:
-        assert col in ("batch", "fits") or any(col.endswith(u) for u in (
-            "_s", "_bytes", "_flops", "_tokens", "_per_s", "_per_byte", "_bound", "_gpu", "_usd",
-            "usd_per_hour", "output_tokens")), col
+    assert row.memory_fits == bool(est.memory.fits)
+
+
+# Columns only a sweep has (prices); every other column is `estimate --format csv`'s name for it.
+SWEEP_ONLY = {"usd_per_hour", "usd_per_million_output_tokens"}
+
+
+def test_sweep_columns_are_estimate_csv_columns():
+    # One contract: a quantity in both has estimate's name (README, "Column names") and its value.
+    df = calc.sweep("llama-3.1-8b", "l4", batch=[8], prompt_len=[1024], output_len=[64], tp=[2])
+    r = runner.invoke(app, ["estimate", "-m", "llama-3.1-8b", "--hardware", "l4", "--batch", "8",
+                            "--prompt-len", "1024", "--output-len", "64", "--tp", "2", "--format", "csv"])
+    head, values = r.stdout.splitlines()
+    est = dict(zip(head.split(","), values.split(","), strict=True))
+    assert "prompt_tokens" not in df.columns and "weights_bytes_per_gpu" not in df.columns
+    assert set(df.columns) - set(est) <= SWEEP_ONLY, set(df.columns) - set(est) - SWEEP_ONLY
+    row = df.iloc[0]
+    for col in set(df.columns) - SWEEP_ONLY:
+        want = est[col]
+        got = row[col]
+        if isinstance(got, (str, bool)) or want in ("True", "False", "true", "false"):
+            assert str(got).lower() == want.lower(), col
+        else:
+            assert float(got) == pytest.approx(float(want), rel=1e-6), col
 
 
 def test_price_columns():
@@ -56,7 +75,7 @@ def test_cli_sweep_writes_csv_and_jsonl(tmp_path):
     js = tmp_path / "s.jsonl"
     r = runner.invoke(app, ["sweep", "--context", "1024,2048", "--batch", "4", "--out", str(js)])
     rows = [json.loads(x) for x in js.read_text().splitlines()]
-    assert [x["decode_context_tokens"] for x in rows] == [1024, 2048]
+    assert [x["decode_context"] for x in rows] == [1024, 2048]
     assert rows[1]["tpot_s"] > rows[0]["tpot_s"]
 
 
@@ -94,6 +113,6 @@ def test_sweep_blocks_keep_the_nested_row_order(monkeypatch):
     for block in (7, 20):
         monkeypatch.setattr(sw, "BLOCK", block)
         df = calc.sweep(batch=[1, 2, 3], prompt_len=[64, 128, 256, 512, 1024], output_len=[2, 16, 64])
-        assert df[["batch", "prompt_tokens", "output_tokens"]].values.tolist() == [
+        assert df[["batch", "prompt_len", "output_len"]].values.tolist() == [
             [b, t, g] for b in (1, 2, 3) for t in (64, 128, 256, 512, 1024) for g in (2, 16, 64)]
         assert df.equals(expected)

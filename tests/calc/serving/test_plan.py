@@ -67,8 +67,8 @@ def test_planner_kv_concurrency_matches_the_hand_derivation(tmp_path):
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     rep = d["chosen"]["per_replica"]
-    assert rep["weights_bytes_per_gpu"] == 8_030_261_248 * 2
-    assert rep["workspace_bytes_per_gpu"] == 2048 * 4096 * 2 + 2048 * 2 * 14336 * 2 + 2048 * 14336 * 2
+    assert rep["memory_weights_bytes"] == 8_030_261_248 * 2
+    assert rep["memory_workspace_bytes"] == 2048 * 4096 * 2 + 2048 * 2 * 14336 * 2 + 2048 * 14336 * 2
     assert rep["kv_pages"] == (81_559 * 2**20 * 0.9 - 16_060_522_496 - 192_937_984) // (16 * 131072) == 28_951
     assert rep["kv_sequences_at_longest_context"] == 28_951 // 128 == 226
 
@@ -163,7 +163,7 @@ def test_formats(tmp_path, fmt):
         chosen = d["chosen"]
         # one replica of TP t on g GPUs; the per-replica weights are Llama-3.1-8B's bf16 bytes over TP
         assert chosen["gpus"] == chosen["tp"] * chosen["replicas"] >= 1
-        assert chosen["per_replica"]["weights_bytes_per_gpu"] == 8_030_261_248 * 2 / chosen["tp"]
+        assert chosen["per_replica"]["memory_weights_bytes"] == 8_030_261_248 * 2 / chosen["tp"]
 
 
 def test_out_must_be_a_folder(tmp_path):
