@@ -144,7 +144,7 @@ def preset_yaml(results: list[Refit], files: list[str], tool_versions: list[str]
             f"# date: {date}; roofline {version}",
             *[f"# file: {d}" for d in digests],
             *[f"# tool: {t}" for t in sorted(set(tool_versions))],
-            "# Use: roofline compare RESULTS --engine THIS_FILE, or copy a preset into calc/data/engines.yaml."]
+            "# Use: --engine THIS_FILE (compare, estimate, sweep, ops, plot) or a workload's engine: THIS_FILE; or copy a preset into calc/data/engines.yaml."]
     body = []
     fields = ("attention_kernel", "attention", "gemm_m_half", "memory_half_mb", "kernel_overhead_us",
               "step_overhead_us", "request_overhead_us", "compute_scale", "memory_scale")

@@ -117,10 +117,11 @@ class EngineSpec(SpecModel):
         return v
 
 
-@lru_cache(maxsize=4)
-def engines(path: Path = ENGINES_FILE) -> dict[str, EngineSpec]:
-    """All presets, by name."""
+def read_presets(path: Path) -> dict[str, EngineSpec]:
+    """The presets of a file in engines.yaml's format (the catalog, or what `compare --fit` writes)."""
     data = read_yaml(path)
+    if not isinstance(data, dict) or not data:
+        raise SpecError(path, None, "no preset in the file (expected NAME: {description: ..., ...})")
     return {name: build(EngineSpec, {"name": name, **body}, f"{path}: {name}") for name, body in data.items()}
 
 
@@ -129,22 +130,44 @@ def engine_arg_names() -> dict[str, set[str]]:
     return {name: set(e.engine_args) for name, e in engines().items()}
 
 
-def load_engine(name: str) -> EngineSpec:
-    """The preset called ``name``; an unknown name is a one-line error with suggestions."""
+@lru_cache(maxsize=4)
+def engines(path: Path = ENGINES_FILE) -> dict[str, EngineSpec]:
+    """All presets, by name."""
+    return read_presets(path)
+
+
+PRESET_SUFFIXES = (".yaml", ".yml")
+
+
+def is_preset_file(ref: str) -> bool:
+    """Whether an --engine value names a preset file (PATH or PATH:NAME) rather than a catalog preset."""
+    return ref.endswith(PRESET_SUFFIXES) or ref.rpartition(":")[0].endswith(PRESET_SUFFIXES)
+
+
+def load_engine(ref: str, where: str = "--engine") -> EngineSpec:
+    """A preset wherever an engine is named: a catalog name (calc/data/engines.yaml), or a file in
+    that format, such as `compare --fit` writes: PATH (its one preset) or PATH:NAME. An unknown
+    name is a one-line error with suggestions."""
+    if is_preset_file(ref):
+        path, _, name = (ref, "", "") if ref.endswith(PRESET_SUFFIXES) else ref.rpartition(":")
+        presets = read_presets(Path(path))
+        if not name and len(presets) > 1:
+            raise SpecError(where, None, f"{path} holds {len(presets)} presets ({', '.join(presets)}): "
+                                         f"name one as {path}:NAME")
+        if name and name not in presets:
+            raise SpecError(where, None, f"no preset {name!r} in {path} (it has {', '.join(presets)})"
+                                         f"{suggest(name, presets, cutoff=0.4)}")
+        return presets[name] if name else next(iter(presets.values()))
     presets = engines()
-    if name not in presets:
-        hint = suggest(name, presets, cutoff=0.4)
-        raise SpecError("--engine", None, f"unknown engine {name!r} (known: {', '.join(presets)}){hint}")
-    return presets[name]
+    if ref not in presets:
+        hint = suggest(ref, presets, cutoff=0.4)
+        raise SpecError(where, None, f"unknown engine {ref!r} (known: {', '.join(presets)}; or a preset "
+                                     f"file, as `compare --fit` writes){hint}")
+    return presets[ref]
 
 
 def load_preset(ref: str) -> EngineSpec:
-    """A preset by name, or the first preset of a YAML file (as `compare --fit` writes)."""
-    if ref.endswith((".yaml", ".yml")):
-        presets = engines(Path(ref))
-        if not presets:
-            raise SpecError(ref, None, "no preset in the file")
-        return next(iter(presets.values()))
+    """A preset by name or from a preset file: load_engine's rule (the name compare and the scheduler use)."""
     return load_engine(ref)
 
 

@@ -41,7 +41,7 @@ from calc.core.errors import SpecError
 from calc.core.files import exists
 from calc.core.units import canonical_dtype
 from calc.spec.catalog import build, load_hardware, load_model, read_yaml
-from calc.spec.engine import engine_arg_names
+from calc.spec.engine import PRESET_SUFFIXES, engine_arg_names, is_preset_file, load_engine
 from calc.spec.hardware import HardwareSpec
 from calc.spec.lengths import Length, _Spec, read_trace
 from calc.spec.model import ModelSpec
@@ -316,6 +316,14 @@ def _resolve_ref(ref: str, base: Path | None) -> str:
     return ref
 
 
+def _resolve_engine(ref: str, base: Path | None) -> str:
+    """An engine preset file (PATH or PATH:NAME) resolves relative to the workload's folder."""
+    if not is_preset_file(ref):
+        return ref
+    path, sep, name = (ref, "", "") if ref.endswith(PRESET_SUFFIXES) else ref.rpartition(":")
+    return _resolve_ref(path, base) + sep + name
+
+
 def sample_lengths(spec: Workload, base: Path | None, where: object) -> tuple[np.ndarray, np.ndarray, int | None]:
     """``requests`` (prompt, output) pairs: drawn from the distributions, or resampled
     with replacement from the trace, with ``seed``; and the trace's row count."""
@@ -359,7 +367,8 @@ def resolve(spec: Workload, path: Path | None = None) -> LoadedWorkload:
         except SpecError as exc:
             raise SpecError(where, f"hardware.{i}", str(exc)) from None
     try:
-        hardware = [h.with_engine(spec.engine) for h in hardware]
+        preset = None if spec.engine is None else load_engine(_resolve_engine(spec.engine, base), "engine")
+        hardware = [h.with_engine(preset) for h in hardware]
     except SpecError as exc:
         raise SpecError(where, "engine", exc.problem) from None
     if spec.requests > lim.max_requests():

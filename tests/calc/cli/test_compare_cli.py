@@ -97,3 +97,39 @@ def test_fit_writes_a_preset_that_compare_can_use(tmp_path):
     again = run(*files, "--engine", out, "--format", "json")
     assert again.exit_code == 0, again.output
     assert {x["engine"] for x in json.loads(again.stdout)["runs"]} == {"vllm-fit"}
+    # the same file wherever an engine is named: estimate --engine, a workload's engine:
+    est = runner.invoke(app, ["estimate", "-m", "llama-3.1-8b", "--hardware", "h100-sxm", "--engine", str(out)])
+    assert est.exit_code == 0, est.output
+    wl = tmp_path / "w.yaml"
+    wl.write_text(WORKLOAD.read_text() + "\nengine: fit.yaml\n")  # relative to the workload's folder
+    plan = runner.invoke(app, ["plan", str(wl), "--requests", "100", "--format", "json", "-q"])
+    assert plan.exit_code == 0, plan.output
+
+
+WORKLOAD = Path(__file__).resolve().parents[3] / "reports" / "plans" / "workloads" / "chat-llama-3.1-8b.yaml"
+
+
+def test_a_preset_file_is_an_engine_everywhere(tmp_path):
+    # A file in engines.yaml's format: vllm's preset with 10 ms more per step. Each decode step
+    # pays the step overhead once, so TPOT grows by exactly 10,000 us = 0.01 s.
+    import yaml
+
+    from calc.spec.engine import load_engine
+
+    vllm = load_engine("vllm")
+    body = vllm.model_dump(exclude={"name"})
+    body["step_overhead_us"] = vllm.step_overhead_us + 10_000
+    path = tmp_path / "slow.yaml"
+    path.write_text(yaml.safe_dump({"vllm-slow": body}))
+    args = ["estimate", "-m", "llama-3.1-8b", "--hardware", "h100-sxm", "--format", "json"]
+    base = json.loads(runner.invoke(app, [*args, "--engine", "vllm"]).stdout)
+    for ref in (str(path), f"{path}:vllm-slow"):
+        slow = runner.invoke(app, [*args, "--engine", ref])
+        assert slow.exit_code == 0, slow.output
+        assert json.loads(slow.stdout)["tpot_s"] - base["tpot_s"] == pytest.approx(0.01, rel=1e-9)
+    bad = runner.invoke(app, [*args, "--engine", f"{path}:vllm-slwo"])
+    assert bad.exit_code == 2 and "no preset 'vllm-slwo'" in bad.stderr and "did you mean vllm-slow" in bad.stderr
+    two = tmp_path / "two.yaml"
+    two.write_text(yaml.safe_dump({"a": body, "b": body}))
+    amb = runner.invoke(app, [*args, "--engine", str(two)])
+    assert amb.exit_code == 2 and "name one as" in amb.stderr
