@@ -20,20 +20,49 @@ class SpecError(ValueError):
         super().__init__(": ".join([*parts, problem]))
 
     @classmethod
-    def from_validation(cls, path: object, exc: Exception) -> SpecError:
-        """Turn a pydantic ValidationError into one line: the first error, and a count."""
+    def from_validation(cls, path: object, exc: Exception, model: type | None = None) -> SpecError:
+        """Turn a pydantic ValidationError into one line listing every problem, the first one's
+        field as ``field``; an unknown key lists the keys valid there (``model``: the spec class
+        validated, whose fields say which)."""
         errors = getattr(exc, "errors", lambda: [])()
         if not errors:
             return cls(path, None, str(exc).splitlines()[0])
-        first = errors[0]
-        field = ".".join(str(p) for p in first.get("loc", ()) if p != "__root__") or None
-        msg = first.get("msg", "invalid").removeprefix("Value error, ")
-        if first.get("type") == "extra_forbidden":
-            msg = "unknown key (a typo?)"
-        more = len(errors) - 1
-        if more:
-            msg += f" (and {more} more problem{'s' if more > 1 else ''})"
-        return cls(path, field, msg)
+        parts = []
+        for e in errors:
+            loc = tuple(p for p in e.get("loc", ()) if p != "__root__")
+            msg = e.get("msg", "invalid").removeprefix("Value error, ")
+            if e.get("type") == "extra_forbidden":
+                keys = valid_keys(model, loc[:-1]) if model is not None else None
+                msg = f"unknown key (a typo? valid keys: {', '.join(keys)})" if keys else "unknown key (a typo?)"
+            parts.append((".".join(str(p) for p in loc) or None, msg))
+        field, first = parts[0]
+        rest = [f"{f}: {m}" if f else m for f, m in parts[1:]]
+        return cls(path, field, "; ".join([first, *rest]))
+
+
+def valid_keys(model: type, loc: tuple) -> list[str] | None:
+    """The keys a pydantic model accepts at ``loc`` (nested models, list items, dict values
+    followed through the field annotations); None where that is not a model."""
+    import typing
+
+    def models_in(tp) -> list:
+        if isinstance(tp, type) and hasattr(tp, "model_fields"):
+            return [tp]
+        return [m for a in typing.get_args(tp) for m in models_in(a)]
+
+    current = [model]
+    for part in loc:
+        if isinstance(part, int) or not current:
+            continue  # a list index or a dict key: the item's model is already in ``current``
+        nxt = []
+        for m in current:
+            f = m.model_fields.get(part)
+            if f is not None:
+                nxt += models_in(f.annotation)
+        if nxt or any(part in m.model_fields for m in current):
+            current = nxt
+    keys = sorted({k for m in current for k in m.model_fields})
+    return keys or None
 
 
 class TooLarge(SpecError):

@@ -61,6 +61,6 @@ def build(cls: type[S], data: dict, path: object) -> S:
     try:
         return cls(**{str(k): v for k, v in data.items()})
     except ValidationError as exc:
-        raise SpecError.from_validation(path, exc) from None
+        raise SpecError.from_validation(path, exc, cls) from None
     except (ValueError, TypeError) as exc:
         raise SpecError(path, None, str(exc)) from None

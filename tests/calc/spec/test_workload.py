@@ -143,3 +143,22 @@ def test_slo_keys_parse_once_into_typed_targets():
     assert slo.targets() == {"ttft_p99": 1.0, "tpot_p50": 0.05}
     assert [t.label for t in slo.parsed()] == ["TTFT p99", "TPOT p50"]
     assert Target.of("e2e_p99", 3.0).label == "e2e p99"
+
+
+def test_every_problem_at_once_and_the_valid_keys(tmp_path):
+    # The first try of a new user (issue 24): a flat arrival_rate, so `arrival` is missing and
+    # `arrival_rate` unknown: both are said, and the unknown key lists the valid ones.
+    p = tmp_path / "w.yaml"
+    p.write_text("name: t\nmodel: llama-3.1-8b\nhardware: [h100-sxm]\narrival_rate: 10\n"
+                 "prompt_len: {dist: fixed, value: 3000}\noutput_len: {dist: fixed, value: 400}\n"
+                 "slo: {ttft_p99_s: 2, tpot_p99_s: 0.04}\n")
+    with pytest.raises(SpecError) as e:
+        load_workload(p)
+    msg = str(e.value)
+    assert "arrival: Field required" in msg and "arrival_rate: unknown key" in msg
+    assert "valid keys: arrival, chunk_tokens," in msg and "more problem" not in msg
+    # a nested unknown key lists that mapping's keys
+    p.write_text(p.read_text().replace("arrival_rate: 10", "arrival: {rate: 10}"))
+    with pytest.raises(SpecError) as e:
+        load_workload(p)
+    assert "arrival.rate: unknown key (a typo? valid keys: concurrency, cv, process, rate_per_s)" in str(e.value)
