@@ -14,9 +14,11 @@ from calc.core import text as render
 
 @command("plan")
 def plan_cmd(
-    workload: Annotated[Path, typer.Argument(help="Workload YAML: arrival rate or concurrency, length distributions or a CSV trace, SLOs (seconds), candidate hardware, max GPUs.")],
+    workload: Annotated[Path | None, typer.Argument(help="Workload YAML: arrival rate or concurrency, length distributions or a CSV trace, SLOs (seconds), candidate hardware, max GPUs (keys: reports/workloads/README.md). With --init: the file to write (default workload.yaml).")] = None,
+    init: Annotated[bool, typer.Option("--init", help="Write a commented workload template to WORKLOAD (default workload.yaml) that plans as it is, and stop.")] = False,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Folder to write report.md, report.html (self-contained), plan.json and the charts into.")] = None,
     requests: Annotated[int | None, typer.Option("--requests", min=10, help="Requests simulated per configuration (default: the workload's `requests`).")] = None,
+    price: Annotated[list[str] | None, typer.Option("--price", help="USD per GPU-hour for one hardware, NAME=USD (repeat for more); over the workload's prices and the catalog's.")] = None,
     table: Annotated[Path | None, typer.Option("--table", help="Write the ranked configurations as .csv, .parquet or .jsonl (JSON lines), by suffix; columns carry units.")] = None,
     robust: Annotated[bool, typer.Option("--robust", help="Rank by the pessimistic edge of the prediction bands: search SLOs tightened so every configuration listed meets the real ones at its edge.")] = False,
     bands: BandsOpt = True,
@@ -30,6 +32,16 @@ def plan_cmd(
     No configuration meeting the SLOs is an answer (exit 0: the closest and why). Each configuration's
     SLOs are also checked at the pessimistic edge of its 80% prediction band; fragile ones are named.
     """
+    if init:
+        from calc.render.workload_doc import write_template
+
+        path = write_template(workload or Path("workload.yaml"))
+        typer.echo(f"wrote {path}; plan it with: roofline plan {path} --out plan/")
+        return
+    if workload is None:
+        from calc.core.errors import SpecError
+
+        raise SpecError("WORKLOAD", None, "missing argument (a workload YAML; `roofline plan --init` writes one)")
     import time
 
     from calc.core.progress import bar
@@ -41,7 +53,7 @@ def plan_cmd(
     t0 = time.perf_counter()
     if table is not None:
         check_table_path(table, "--table")
-    wl = load_workload(workload, requests)
+    wl = load_workload(workload, requests, prices=_prices(price or []))
     pb = plan_bands(wl, robust) if bands or robust else None
     searched = wl
     if pb is not None and robust:
@@ -109,6 +121,22 @@ def _tightened(wl, targets: dict[str, float]):
 
     slo = wl.spec.slo.model_copy(update={f"{k}_s": v for k, v in targets.items()})
     return replace(wl, spec=wl.spec.model_copy(update={"slo": slo}))
+
+
+def _prices(values: list[str]) -> dict[str, float]:
+    """--price NAME=USD values -> {name: USD per GPU-hour} (the workload checks each name and bound)."""
+    from calc.core.errors import SpecError
+
+    out = {}
+    for v in values:
+        name, sep, usd = v.partition("=")
+        try:
+            out[name.strip()] = float(usd)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise SpecError("--price", None, f"expected NAME=USD per GPU-hour (h100-sxm=2.50), got {v!r}")
+    return out
 
 
 @command("accuracy")

@@ -340,15 +340,18 @@ def sample_lengths(spec: Workload, base: Path | None, where: object) -> tuple[np
     return spec.prompt_len.sample(rng, spec.requests), spec.output_len.sample(rng, spec.requests), None
 
 
-def load_workload(path: str | Path, requests: int | None = None) -> LoadedWorkload:
-    """Read, validate and resolve a workload YAML (``requests`` overrides its count); every
-    problem is a SpecError."""
+def load_workload(path: str | Path, requests: int | None = None, prices: dict[str, float] | None = None) -> LoadedWorkload:
+    """Read, validate and resolve a workload YAML (``requests`` overrides its count, ``prices``
+    its prices per hardware name); every problem is a SpecError."""
     path = Path(path)
     if not exists(path):
         raise SpecError(path, None, "no such file")
     data = read_yaml(path)
     if requests is not None:
         data = {**data, "requests": requests}
+    if prices:
+        given = data.get("prices") if isinstance(data.get("prices"), dict) else {}
+        data = {**data, "prices": {**given, **prices}}
     spec = build(Workload, data, path)
     return resolve(spec, path)
 
