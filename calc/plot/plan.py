@@ -48,31 +48,36 @@ def _front(points) -> list[tuple[float, float]]:
 def pareto_png(plan: Plan) -> bytes:
     """Cost against TTFT p99 and TPOT p99 for every simulated configuration; the Pareto front
     of those that meet the SLOs; the chosen one starred; SLO targets dashed."""
+    from matplotlib.ticker import FuncFormatter
+
     fig, axes = _figure(2, (10.0, 4.6))
     trials = [t for t in plan.trials if t.same_as is None]
     chosen = plan.chosen
     targets = plan.workload.spec.slo.targets()
+    ms = 1e3  # latencies drawn in milliseconds, labelled as plain numbers (not 4x10^-2 s)
     for ax, metric in zip(axes, ("ttft", "tpot"), strict=True):
         for ok, color, label in ((True, "#2ca02c", "meets the SLOs"), (False, "#bbbbbb", "misses")):
-            pts = [(_cost_axis(plan, t), t.stats[f"{metric}_p99"]) for t in trials if t.meets == ok]
+            pts = [(_cost_axis(plan, t), ms * t.stats[f"{metric}_p99"]) for t in trials if t.meets == ok]
             if pts:
                 x, y = zip(*pts, strict=True)
                 ax.scatter(x, y, s=28, c=color, edgecolors="#555555", linewidths=0.4, label=label, zorder=3,
                            gid=f"trials:{metric}:{'ok' if ok else 'miss'}")
-        ok_pts = [(_cost_axis(plan, t), t.stats[f"{metric}_p99"]) for t in trials if t.meets]
+        ok_pts = [(_cost_axis(plan, t), ms * t.stats[f"{metric}_p99"]) for t in trials if t.meets]
         front = _front(ok_pts)
         if len(front) > 1:
             fx, fy = zip(*front, strict=True)
             ax.plot(fx, fy, "-", color="#2ca02c", lw=5, alpha=0.25, label="Pareto front", gid=f"front:{metric}")
         if chosen is not None:
-            ax.scatter([_cost_axis(plan, chosen)], [chosen.stats[f"{metric}_p99"]], marker="*", s=260,
+            ax.scatter([_cost_axis(plan, chosen)], [ms * chosen.stats[f"{metric}_p99"]], marker="*", s=260,
                        c="#d62728", edgecolors="black", zorder=5, label="chosen", gid=f"chosen:{metric}")
         key = f"{metric}_p99"
         if key in targets:
-            ax.axhline(targets[key], color="#d62728", ls="--", lw=1, label="SLO target", gid=f"slo:{metric}")
+            ax.axhline(ms * targets[key], color="#d62728", ls="--", lw=1, label="SLO target", gid=f"slo:{metric}")
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.1g}"[0] in "25" else ""))
         ax.set_xlabel("USD per hour (all replicas)" if plan.prices_known else "GPUs (price unknown)")
-        ax.set_ylabel(f"{metric.upper()} p99 (s)")
+        ax.set_ylabel(f"{metric.upper()} p99 (ms)")
         ax.grid(True, alpha=0.3)
         ax.set_title(f"cost vs {metric.upper()} p99", fontsize=10)
     axes[0].legend(fontsize=8, loc="best")
@@ -96,9 +101,12 @@ def kv_png(t: Trial) -> bytes:
     ax2.plot(x, tl["waiting"][::step], color="#7f7f7f", lw=0.8, alpha=0.8, label="waiting", gid="waiting")
     ax2.axhline(t.replica.max_batch, color="#ff7f0e", ls=":", lw=1, label=f"max batch {t.replica.max_batch}")
     ax2.set_ylabel("requests")
+    top = max(t.replica.max_batch, float(tl["running"].max(initial=0)), float(tl["waiting"].max(initial=0)))
+    ax2.set_ylim(0, 1.08 * top)  # the max-batch line below the frame's top
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper right")
+    # below the axes, so no line (the max-batch line spans the whole width) runs through it
+    ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4, frameon=False)
     ax.grid(True, alpha=0.3)
     ax.set_title(f"One replica of {t.label}: {t.sim.pages:,} KV pages of {t.replica.kv.block_size} tokens; "
                  f"mean use {t.sim.kv_used_mean:.0%}, {int(t.sim.preemptions.sum())} preemptions", fontsize=10)

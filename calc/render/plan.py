@@ -274,7 +274,7 @@ def build_report(plan: Plan, bands=None) -> Doc:
     if plan.winner == "disaggregated":
         d.p(f"**Cheaper still, disaggregated: {plan.best_disagg.label}** (see Aggregated vs disaggregated).")
     d.h(2, "Workload")
-    d.table(["", ""], _workload_rows(plan))
+    d.table(["workload", "as planned"], _workload_rows(plan))
     if plan.ranked:
         d.h(2, "Configurations that meet the SLOs")
         d.p("Cheapest first (priced hardware by USD per hour, then unpriced by GPU count; ties: more headroom "

@@ -1,0 +1,40 @@
+"""The plan's charts: latencies in milliseconds as plain numbers; the KV chart's legend clear of its lines."""
+
+import pytest
+
+import calc.plot.plan as pp
+from calc.serving.plan import plan
+from calc.spec.workload import load_workload
+
+WORKLOAD = "reports/plans/workloads/chat-llama-3.1-8b.yaml"
+
+
+@pytest.fixture(scope="module")
+def small_plan():
+    return plan(load_workload(WORKLOAD, requests=100))
+
+
+def test_latency_axes_are_milliseconds(small_plan, monkeypatch):
+    monkeypatch.setattr(pp, "_png", lambda fig: fig)
+    fig = pp.pareto_png(small_plan)
+    ttft, tpot = fig.axes[:2]
+    assert ttft.get_ylabel() == "TTFT p99 (ms)" and tpot.get_ylabel() == "TPOT p99 (ms)"
+    # the workload's TPOT p99 target is 0.04 s: the dashed line sits at 40 (ms), labelled "40"
+    [slo] = [ln for ln in tpot.get_lines() if ln.get_gid() == "slo:tpot"]
+    assert slo.get_ydata()[0] == pytest.approx(40.0)
+    fmt = tpot.yaxis.get_major_formatter()
+    assert fmt(10.0, 0) == "10" and fmt(100.0, 0) == "100" and "10^" not in fmt(0.01, 0)
+
+
+def test_kv_legend_is_clear_of_the_max_batch_line(small_plan, monkeypatch):
+    monkeypatch.setattr(pp, "_png", lambda fig: fig)
+    fig = pp.kv_png(small_plan.chosen)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent()
+    plot_area = ax.get_window_extent()
+    # the max-batch line spans the plot area's whole width: a legend inside it would be crossed
+    assert not legend.overlaps(plot_area)
+    ax2 = fig.axes[1]
+    [cap] = [ln for ln in ax2.get_lines() if ln.get_label().startswith("max batch")]
+    assert cap.get_ydata()[0] < ax2.get_ylim()[1]  # drawn inside the frame
