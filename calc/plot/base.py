@@ -38,8 +38,9 @@ def check_out(out) -> Path:
 
 
 def save(fig, out) -> Path:
-    """Write the figure as PNG or SVG (by suffix), atomically."""
+    """Write the figure as PNG or SVG (by suffix), atomically, its labels decluttered."""
     path = check_out(out)
+    declutter(fig)
     fmt = path.suffix.lower()[1:]
     return atomic_write(path, lambda fh: fig.savefig(fh, format=fmt, dpi=DPI,
                                                      metadata={"Date": None} if fmt == "svg" else None))
@@ -52,6 +53,37 @@ def _figure():
     fig = Figure(figsize=FIGSIZE_IN, dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     return fig, fig.add_subplot()
+
+
+# Where a label may go around its point, in offset points, tried in turn when it would cover
+# another label: the point's four corners, then further out.
+_SPOTS = ((-8, 8, "right"), (8, 8, "left"), (-8, -14, "right"), (8, -14, "left"), (-8, 22, "right"),
+          (8, 22, "left"), (-8, -28, "right"), (8, -28, "left"), (0, 36, "center"), (0, -42, "center"))
+
+
+def declutter(fig) -> int:
+    """Move annotations that would cover an earlier one (in the order drawn) to the first free
+    spot around their point; returns how many still overlap (0: every label readable). Runs on
+    the laid-out figure, just before it is written."""
+    from matplotlib.text import Annotation
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    left = 0
+    for ax in fig.axes:
+        placed = []
+        for t in [t for t in ax.texts if isinstance(t, Annotation) and t.get_visible()]:
+            box = t.get_window_extent(renderer)
+            if any(box.overlaps(b) for b in placed) and t.anncoords == "offset points":
+                for dx, dy, ha in _SPOTS:
+                    t.xyann, _ = (dx, dy), t.set_ha(ha)
+                    box = t.get_window_extent(renderer)
+                    if not any(box.overlaps(b) for b in placed):
+                        break
+                else:
+                    left += 1
+            placed.append(box)
+    return left
 
 
 def _finish(fig, ax, title: str, note: str | None, out, handles=None) -> object:

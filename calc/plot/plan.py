@@ -26,6 +26,9 @@ def _figure(ncols: int = 1, size=(9.0, 4.8)):
 
 
 def _png(fig) -> bytes:
+    from calc.plot.base import declutter
+
+    declutter(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
     return buf.getvalue()

@@ -38,3 +38,30 @@ def test_kv_legend_is_clear_of_the_max_batch_line(small_plan, monkeypatch):
     ax2 = fig.axes[1]
     [cap] = [ln for ln in ax2.get_lines() if ln.get_label().startswith("max batch")]
     assert cap.get_ydata()[0] < ax2.get_ylim()[1]  # drawn inside the frame
+
+
+def _overlaps(fig):
+    from matplotlib.text import Annotation
+
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    out = []
+    for ax in fig.axes:
+        boxes = [(t.get_text(), t.get_window_extent(r)) for t in ax.texts if isinstance(t, Annotation)]
+        out += [(a, b) for i, (a, x) in enumerate(boxes) for b, y in boxes[i + 1:] if x.overlaps(y)]
+    return out
+
+
+def test_roofline_labels_do_not_cover_each_other(small_plan, monkeypatch):
+    # The plan's roofline (operators, the ridge label, the two step annotations) and the
+    # single-GPU operator chart: after declutter no label's box overlaps another's.
+    from calc.plot.base import declutter
+    from calc.plot.charts import roofline_chart
+
+    monkeypatch.setattr(pp, "_png", lambda fig: (declutter(fig), fig)[1])
+    steps = small_plan.what_if.steps
+    fig = pp.roofline_png(small_plan.chosen, steps)
+    assert _overlaps(fig) == []
+    fig = roofline_chart("llama-3.1-8b", "l4", batch=1, prompt_len=512, context=512)
+    declutter(fig)
+    assert _overlaps(fig) == []
