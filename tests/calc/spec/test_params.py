@@ -283,3 +283,35 @@ def test_codellama_7b_is_llama_2_7b_with_16_more_tokens():
 )
 def test_llama_family_kv_bytes_per_token(name, kv_bytes):
     assert load(name).kv_bytes_per_token() == kv_bytes
+
+
+# --------------------------------------------------------------------------- Llama 3.3, Qwen3 dense
+
+
+def test_llama_3_3_70b_is_the_3_1_architecture_by_hand():
+    # config.json (meta-llama/Llama-3.3-70B-Instruct): V 128256, H 8192, L 80, Hq 64, Hkv 8,
+    # D 8192/64 = 128, F 28672, untied embeddings.
+    V, H, L, Hq, Hkv, D, F = 128256, 8192, 80, 64, 8, 128, 28672
+    per_layer = H * Hq * D + 2 * H * Hkv * D + Hq * D * H + 3 * H * F + 2 * H
+    expected = 2 * V * H + L * per_layer + H
+    assert expected == 70_553_706_496  # the HF page's "70.6B params"
+    spec = load("llama-3.3-70b")
+    assert spec.params_total == expected
+    assert spec.kv_bytes_per_token("bf16") == L * 2 * Hkv * D * 2  # 327,680 B per token
+
+
+@pytest.mark.parametrize(("name", "L", "H", "Hq", "F", "card_total", "card_non_embedding"), [
+    # Qwen/Qwen3-8B and Qwen3-32B config.json; model cards: 8.2B (6.95B non-embedding), 32.8B (31.2B)
+    ("qwen3-8b", 36, 4096, 32, 12288, 8.2e9, 6.95e9),
+    ("qwen3-32b", 64, 5120, 64, 25600, 32.8e9, 31.2e9),
+])
+def test_qwen3_dense_by_hand(name, L, H, Hq, F, card_total, card_non_embedding):
+    V, Hkv, D = 151936, 8, 128  # head_dim 128 in both (32B: not 5120 / 64 = 80)
+    attention = H * Hq * D + 2 * H * Hkv * D + Hq * D * H + 2 * D  # q, k, v, o + q_norm, k_norm weights
+    per_layer = attention + 3 * H * F + 2 * H
+    expected = 2 * V * H + L * per_layer + H  # untied embeddings, final norm
+    spec = load(name)
+    assert spec.params_total == expected
+    assert within(expected, card_total, rel=0.01)
+    assert within(expected - 2 * V * H, card_non_embedding, rel=0.01)
+    assert spec.kv_bytes_per_token("bf16") == L * 2 * Hkv * D * 2
