@@ -35,6 +35,7 @@ def model_summary(spec: ModelSpec) -> dict:
         "vocab_size": spec.vocab_size,
         "max_context": spec.max_context,
         "dtype": spec.serving_dtype,
+        "weight_dtype": spec.default_weight_dtype,
         "kv_bytes_per_token": spec.kv_bytes_per_token(),
         "weight_bytes": spec.weight_bytes(),
         "param_breakdown": spec.param_breakdown(),

@@ -21,7 +21,7 @@ class Dtypes:
 
     @classmethod
     def resolve(cls, model: ModelSpec, weight=None, kv=None, compute=None, group_size=DEFAULT_GROUP_SIZE) -> Dtypes:
-        """Defaults: the model's serving dtype; fp8 weights run fp8 GEMMs (W8A8), while
+        """Defaults: the model's serving dtype (weights: the dtype its checkpoint ships them in); fp8 weights run fp8 GEMMs (W8A8), while
         weight-only int8/int4/fp4 dequantise to the model dtype. Errors name the option."""
 
         def pick(value, option):
@@ -30,7 +30,7 @@ class Dtypes:
             except ValueError as exc:
                 raise SpecError(option, None, str(exc)) from None
 
-        w = pick(weight or model.serving_dtype, "--weight-dtype")
+        w = pick(weight or model.default_weight_dtype, "--weight-dtype")
         k = pick(kv or model.serving_dtype, "--kv-dtype")
         c = pick(compute or ("fp8" if w == "fp8" else model.serving_dtype), "--compute-dtype")
         if c in WEIGHT_ONLY:

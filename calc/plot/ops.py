@@ -218,7 +218,7 @@ def breakdown_chart(model, hardware, batch=1, prompt_len=512, context=None, *, w
     ax.set_xticks(pos, names)
     ax.set_ylim(0, 108)
     ax.set_ylabel("share of the phase's time (%)")
-    dt_name = f"weights {weight_dtype or specs[0].serving_dtype}, KV {kv_dtype or specs[0].serving_dtype}"
+    dt_name = f"weights {weight_dtype or specs[0].default_weight_dtype}, KV {kv_dtype or specs[0].serving_dtype}"
     title = (f"Where the time goes: {', '.join(s.name for s in specs) if len(specs) > 1 else specs[0].name}"
              f"{'' if len(hws) > 1 else ' on ' + hws[0].name}\nbatch {batch}, prefill T={prompt_len}, decode at "
              f"S={context}, {dt_name}" + (f", TP {tp}" if tp > 1 else ""))

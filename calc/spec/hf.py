@@ -379,9 +379,15 @@ def spec_from_hf_config(config: dict, path: str, name: str | None = None) -> Mod
     c = _Cfg(dict(text if text is not None else config), path, arch, "text_config." if text is not None else "")
     fields = ARCHITECTURES[arch](c)
     dtype = _dtype(c, config)
+    weight_dtype = None
     if isinstance(config.get("quantization_config"), dict):
-        method = config["quantization_config"].get("quant_method", "?")
-        c.notes.append(f"weights ship quantized ({method}, see quantization_config)")
+        q = config["quantization_config"]
+        method = q.get("quant_method", "?")
+        if method == "fp8":  # e4m3 linear weights (DeepSeek-V3/R1): the default weight dtype
+            weight_dtype = "fp8"
+            c.notes.append("weights ship fp8 (quantization_config), the default weight dtype")
+        else:
+            c.notes.append(f"weights ship quantized ({method}, see quantization_config)")
     note = "; ".join(c.notes)
     data = {
         "name": name or Path(path).parent.name or arch,
@@ -389,9 +395,10 @@ def spec_from_hf_config(config: dict, path: str, name: str | None = None) -> Mod
         "architecture": arch,
         "sources": {"cfg": str(path)},
         "dtype": dtype,
+        **({"weight_dtype": weight_dtype} if weight_dtype else {}),
         **fields,
     }
     try:
         return ModelSpec(**data)
     except ValidationError as exc:
-        raise SpecError.from_validation(path, exc) from None
+        raise SpecError.from_validation(path, exc, ModelSpec) from None

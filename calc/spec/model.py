@@ -149,6 +149,9 @@ class ModelSpec(_Spec):
     max_context: int = Field(gt=0, le=lim.MAX_CONTEXT)
     tie_embeddings: bool = False
     dtype: str = "bf16"
+    # The dtype the checkpoint ships its decoder matmul weights in when that differs from
+    # ``dtype`` (DeepSeek-V3: fp8 per quantization_config); None: ``dtype``. The default weight dtype.
+    weight_dtype: str | None = None
     norm: Literal["rmsnorm", "layernorm", "none"] = "rmsnorm"
     norms_per_layer: int = Field(default=2, ge=0, le=16)
     position_embedding: Literal["rope", "learned", "none"] = "rope"
@@ -157,6 +160,8 @@ class ModelSpec(_Spec):
     moe: MoESpec | None = None
 
     _normalize_dtype = field_validator("dtype")(classmethod(lambda cls, v: _dtype_field(v)))
+    _normalize_weight_dtype = field_validator("weight_dtype")(
+        classmethod(lambda cls, v: None if v is None else _dtype_field(v)))
 
     @model_validator(mode="before")
     @classmethod
@@ -193,6 +198,11 @@ class ModelSpec(_Spec):
     def serving_dtype(self) -> str:
         """Default weight/KV/compute dtype: the checkpoint's, with fp32 served as bf16."""
         return serving_dtype(self.dtype)
+
+    @property
+    def default_weight_dtype(self) -> str:
+        """The weight dtype when none is asked: the checkpoint's shipped one, else serving_dtype."""
+        return self.weight_dtype or self.serving_dtype
 
     @property
     def sliding_layers(self) -> np.ndarray:
@@ -302,7 +312,7 @@ class ModelSpec(_Spec):
         int4/int8/fp4 weights add one fp16 scale per ``group_size`` weights
         (2 / group_size bytes per weight); fp8 uses per-tensor scales (negligible).
         """
-        wd = canonical_dtype(weight_dtype or self.serving_dtype)
+        wd = canonical_dtype(weight_dtype or self.default_weight_dtype)
         base = DTYPE_BYTES[self.serving_dtype]
         linear = self.linear_params()
         rest = self.params_total - linear

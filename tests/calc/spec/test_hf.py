@@ -48,6 +48,15 @@ def test_config_json_matches_catalog_yaml(name):
     assert hf.kv_cache_bytes(cat.max_context) == cat.kv_cache_bytes(cat.max_context)
     assert hf.attention.head_dim == cat.attention.head_dim
     assert hf.architecture == config(name)["architectures"][0]
+    assert hf.default_weight_dtype == cat.default_weight_dtype  # deepseek-v3: fp8 in both
+
+
+def test_fp8_quantization_config_is_the_default_weight_dtype():
+    cfg = config("deepseek-v3")
+    assert cfg["quantization_config"]["quant_method"] == "fp8"
+    assert from_hf("deepseek-v3").default_weight_dtype == "fp8"
+    plain = {k: v for k, v in cfg.items() if k != "quantization_config"}
+    assert from_hf("deepseek-v3", plain).default_weight_dtype == "bf16"  # torch_dtype
 
 
 def test_head_dim_from_config_when_given_derived_when_absent():

@@ -315,3 +315,15 @@ def test_qwen3_dense_by_hand(name, L, H, Hq, F, card_total, card_non_embedding):
     assert within(expected, card_total, rel=0.01)
     assert within(expected - 2 * V * H, card_non_embedding, rel=0.01)
     assert spec.kv_bytes_per_token("bf16") == L * 2 * Hkv * D * 2
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "deepseek-r1"])
+def test_deepseek_ships_fp8_weights_by_default(name):
+    # config.json quantization_config: fp8 e4m3 linear weights; torch_dtype bfloat16 for the rest.
+    # Embedding and lm_head (V x H each, untied) stay 2 bytes; every other weight 1 byte, except
+    # the norm vectors (under 1e6 parameters in all), so bytes = params_total + 2 V H, within 2 MB.
+    V, H = 129280, 7168
+    spec = load(name)
+    assert spec.default_weight_dtype == "fp8" and spec.serving_dtype == "bf16"
+    assert abs(spec.weight_bytes() - (spec.params_total + 2 * V * H)) < 2e6
+    assert spec.weight_bytes("bf16") == 2 * spec.params_total
