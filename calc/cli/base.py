@@ -24,7 +24,7 @@ def error_line(exc: BaseException) -> str:
         opts = (getattr(param, "opts", None) or [(param.name or "value").upper()]) if param is not None else []
         ctx = exc.ctx
         where = (max(opts, key=len) if opts else getattr(exc, "option_name", None)
-                 or (ctx.info_name if ctx is not None and ctx.parent is not None else None))
+                 or (ctx.info_name if ctx is not None and ctx.parent is not None else "COMMAND"))
         if isinstance(exc, click.MissingParameter):
             kind = "option" if getattr(param, "param_type_name", "") == "option" else "argument"
             problem = f"missing {kind}"
@@ -32,7 +32,7 @@ def error_line(exc: BaseException) -> str:
             problem = exc.message.removeprefix("Value error, ")
         else:
             problem = exc.format_message()
-        text = f"{where}: {problem}" if where else problem  # the app itself: "roofline: error:" says where
+        text = f"{where}: {problem}"  # at the app itself, the command word (not "roofline" twice)
     elif isinstance(exc, click.ClickException):
         text = exc.format_message()
     elif isinstance(exc, SpecError) and exc.path in OPTION_OF:

@@ -36,7 +36,7 @@ def test_usage_errors_are_one_line(args, where):
 def test_an_unknown_command_names_no_prefix_twice():
     r = runner.invoke(app, ["estimat"])
     assert r.exit_code == 2
-    assert r.stderr.strip() == "roofline: error: No such command 'estimat'. Did you mean 'estimate'?"
+    assert r.stderr.strip() == "roofline: error: COMMAND: No such command 'estimat'. Did you mean 'estimate'?"
 
 
 @pytest.mark.parametrize("args", [["--help"], ["estimate", "--help"], ["plan", "--help"]])
