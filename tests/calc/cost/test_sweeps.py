@@ -44,8 +44,11 @@ def test_sweep_columns_are_estimate_csv_columns():
     df = calc.sweep("llama-3.1-8b", "l4", batch=[8], prompt_len=[1024], output_len=[64], tp=[2])
     r = runner.invoke(app, ["estimate", "-m", "llama-3.1-8b", "--hardware", "l4", "--batch", "8",
                             "--prompt-len", "1024", "--output-len", "64", "--tp", "2", "--format", "csv"])
-    head, values = r.stdout.splitlines()
-    est = dict(zip(head.split(","), values.split(","), strict=True))
+    import csv
+    import io
+
+    head, values = list(csv.reader(io.StringIO(r.stdout)))
+    est = dict(zip(head, values, strict=True))
     assert "prompt_tokens" not in df.columns and "weights_bytes_per_gpu" not in df.columns
     assert set(df.columns) - set(est) <= SWEEP_ONLY, set(df.columns) - set(est) - SWEEP_ONLY
     row = df.iloc[0]
