@@ -30,6 +30,7 @@ from calc.cost.dtypes import Dtypes
 from calc.cost.opcost import Pass, total
 from calc.cost.operators import pass_ops
 from calc.spec.model import ModelSpec
+
 from .reference import build_decoder, window_mask
 
 TOLERANCE = 1e-3  # relative, for FLOPs (they should match exactly)

@@ -19,6 +19,7 @@ import torch
 
 from calc.core.errors import SpecError
 from calc.spec.model import ModelSpec
+
 from .reference import TORCH_DTYPES
 
 

@@ -168,6 +168,7 @@ def refit_folder(folder: Path, base_ref: str, out: Path) -> HardwareSpec:
 
     from calc.core.files import atomic_write, check_writable, out_folder
     from calc.spec.catalog import load_hardware
+
     from .calibrate import profile_yaml
 
     base = load_hardware(base_ref)

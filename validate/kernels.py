@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from calc.spec.catalog import load_model, model_catalog
 from calc.spec.kernel_tables import KernelTable
+
 from .reference import TORCH_DTYPES, apply_rope, rope_tables
 from .timing import synchronizer, time_call
 

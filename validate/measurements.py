@@ -24,6 +24,7 @@ from calc.cost.latency import decode_cost, prefill_cost
 from calc.spec.catalog import load_model
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
+
 from .timing import Point, Timing
 
 COLUMNS = ["model", "layers", "device", "threads", "dtype", "phase", "batch", "prompt_len", "context", "split",

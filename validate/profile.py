@@ -18,6 +18,7 @@ from calc.core.files import atomic_write
 from calc.spec.catalog import load_hardware
 from calc.spec.hardware import HardwareSpec
 from calc.spec.kernel_tables import KernelTable
+
 from .kernelfit import fitted_profile
 
 

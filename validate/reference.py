@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from calc.spec.model import ModelSpec
+
 from .passes import KVCache
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}

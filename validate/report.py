@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from calc.core import text as render
+
 from .calibrate import fmt_pct
 
 TARGET_MEDIAN, TARGET_P90 = 0.15, 0.30

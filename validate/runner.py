@@ -26,6 +26,7 @@ from calc.core.units import GB, canonical_dtype
 from calc.spec.catalog import hardware_catalog, load_hardware
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
+
 from .calibrate import error_stats, write_profile
 from .measure import is_oom, measure_grid
 from .measurements import Row, resolve_spec, write_rows
@@ -288,6 +289,7 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
 def _bands(state: Run, out: Path, say) -> None:
     """calibrated.yaml rewritten with the bands of this validation (validate/bands.py)."""
     from calc.spec.bands import MIN_ROWS
+
     from .bands import profile_bands, write_with_bands
 
     table, state.band_coverage = profile_bands(state.rows, state.kernel)
