@@ -4,7 +4,7 @@ The query is `roofline sweep`'s (its option names, parsed by its parameters: ``m
 ``hardware`` comma lists, ``batch``, ``prompt-len`` or ``context``, ``output-len``, the scenario
 options, ``columns``); the answer holds the same column names and values as the sweep's rows,
 grouped into one curve per (model, hardware): ``{"curves": [{"model", "hardware", "batch": [...],
-"prompt_tokens": [...], "ttft_s": [...], ...}]}``. It calls the vectorised estimator once per
+"prompt_len": [...], "ttft_s": [...], ...}]}``. It calls the vectorised estimator once per
 curve (calc.cost.latency.estimate over the numeric axes) and the sweep's own column builder,
 without a DataFrame, so the Explore page's four 200-point curves take milliseconds.
 """
@@ -21,7 +21,7 @@ from calc.web.params import catalog_only, parse
 
 router = APIRouter(prefix="/api")
 DEFAULT_COLUMNS = "ttft_s,tpot_s,output_tokens_per_s"
-AXES = ("batch", "prompt_tokens", "output_tokens")
+AXES = ("batch", "prompt_len", "output_len")
 
 
 def explore_answer(query: dict) -> dict:

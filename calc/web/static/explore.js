@@ -24,7 +24,7 @@ function query(params) {
 }
 
 async function draw(curves, params) {
-  const xKey = params.x === "context" ? "prompt_tokens" : "batch";
+  const xKey = params.x === "context" ? "prompt_len" : "batch";
   for (const [metric, id, title] of METRICS) {
     const traces = curves.map((c) => [`${c.model} on ${c.hardware}`, c]).map(([name, c]) => ({type: "scatter", mode: "lines",
       name: RL.esc(name), x: c[xKey], y: c[metric],

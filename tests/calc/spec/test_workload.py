@@ -161,4 +161,4 @@ def test_every_problem_at_once_and_the_valid_keys(tmp_path):
     p.write_text(p.read_text().replace("arrival_rate: 10", "arrival: {rate: 10}"))
     with pytest.raises(SpecError) as e:
         load_workload(p)
-    assert "arrival.rate: unknown key (a typo? valid keys: concurrency, cv, process, rate_per_s)" in str(e.value)
+    assert "arrival.rate: unknown key (a typo? valid keys: concurrency, cv, kind, process, rate_per_s)" in str(e.value)
