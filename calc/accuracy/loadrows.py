@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from calc.accuracy.benchmarks import Run
-from calc.accuracy.rows import ENGINE_OF, compute_dtype_of, csv_number
+from calc.accuracy.rows import ENGINE_OF, compute_dtype_of, csv_number, kv_dtype_of
 from calc.core.errors import SpecError
 from calc.spec.catalog import hardware_catalog, model_catalog, shipped
 
@@ -40,7 +40,7 @@ UNITS = {"ttft_s": "s", "tpot_s": "s", "itl_s": "s", "e2e_s": "s", "output_token
 # Simulated requests per run: a run's own count up to this cap (closed loops at least two
 # rounds of their clients; a burst all of its requests, the load itself). A run that does not
 # state its count is simulated with ten requests per client.
-MAX_REQUESTS = 200
+MAX_REQUESTS = 2000
 ROUNDS_UNSTATED = 10
 
 
@@ -133,7 +133,7 @@ def load_rows(path: Path = UNDER_LOAD) -> tuple[list[LoadRow], list[tuple[str, s
             w = r["weight_dtype"]
             rows.append(LoadRow(
                 id=rid, run=r["run"], publisher=r["publisher"], engine=r["engine"], model=r["model"], hardware=r["gpu"],
-                weight_dtype=w, kv_dtype=r["kv_dtype"] or (w if w == "fp8" else None),
+                weight_dtype=w, kv_dtype=kv_dtype_of(w, r["kv_dtype"], r["model"]),
                 compute_dtype=compute_dtype_of(w, r["act_dtype"] or None), gpus=int(csv_number(r["num_gpus"]) or 1),
                 tp=int(csv_number(r["tp"]) or 1), load=r["load"], concurrency=int(conc) if conc else None, rate_per_s=rate,
                 num_prompts=int(n) if n else None, prompt_len=T, output_len=G, metric=r["metric"],

@@ -6,6 +6,7 @@ fitted on everyone else's (calc.accuracy.fit), so a publisher is the unit nothin
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +80,24 @@ def compute_dtype_of(weight: str, act: str | None) -> str | None:
     return "fp8" if act == "fp8" or (weight == "fp8" and act is None) else None
 
 
+def kv_dtype_of(weight: str, kv: str | None, model: str) -> str | None:
+    """The KV dtype of a row: the one it states, else what its checkpoint gives the engine's
+    ``kv_cache_dtype auto``. Weights quantised to fp8 after training (NVIDIA ModelOpt, Neural
+    Magic's FP8-KV) ship KV scales, so an fp8 cache; a model whose own checkpoint is fp8
+    (DeepSeek-V3/R1: its quantization_config names weight blocks only) caches at the model
+    dtype (None: the model's serving dtype)."""
+    if kv:
+        return kv
+    return "fp8" if weight == "fp8" and not _ships_fp8(model) else None
+
+
+@functools.lru_cache(maxsize=None)
+def _ships_fp8(model: str) -> bool:
+    from calc.spec.catalog import load_model
+
+    return load_model(model).default_weight_dtype == "fp8"
+
+
 def load_rows(path: Path = PUBLISHED) -> tuple[list[Row], list[tuple[str, str]]]:
     """Rows the calculator can predict, and (id, why not) for the rest."""
     import csv
@@ -112,7 +131,7 @@ def load_rows(path: Path = PUBLISHED) -> tuple[list[Row], list[tuple[str, str]]]
             act = r["act_dtype"] or None
             rows.append(Row(
                 id=rid, publisher=r["publisher"], engine=r["engine"], preset=ENGINE_OF.get(r["engine"], "default"),
-                model=model, hardware=r["gpu"], weight_dtype=w, kv_dtype=r["kv_dtype"] or (w if w == "fp8" else None),
+                model=model, hardware=r["gpu"], weight_dtype=w, kv_dtype=kv_dtype_of(w, r["kv_dtype"], model),
                 compute_dtype=compute_dtype_of(w, act), gpus=gpus, tp=tp, pp=pp,
                 batch=int(csv_number(r["batch"])) if csv_number(r["batch"]) else None,
                 concurrency=int(csv_number(r["concurrency"])) if csv_number(r["concurrency"]) else None,

@@ -157,16 +157,18 @@ def test_a_run_becomes_the_scenario_compare_predicts():
     assert (sc.run.load, sc.run.concurrency, sc.max_num_seqs) == ("concurrency", 16, 64)
     assert sc.prompt_lens.tolist() == [128] and sc.output_lens.tolist() == [64]
     assert sc.measured == {"ttft_mean_s": 1.0, "output_tokens_per_s": 900.0}
-    assert sc.run.num_requests == MAX_REQUESTS  # 1000 published, capped
+    assert sc.run.num_requests == min(1000, MAX_REQUESTS)  # the 1000 published, under the cap
 
 
 def test_simulated_requests_by_hand():
     assert simulated_requests(_load("a", "P", conc=8, n=48)) == 48  # the run's own count, under the cap
-    assert simulated_requests(_load("a", "P", conc=8, n=5000)) == MAX_REQUESTS
-    assert simulated_requests(_load("a", "P", conc=250, n=5000)) == 500  # two rounds of 250 clients
+    assert simulated_requests(_load("a", "P", conc=8, n=50_000)) == MAX_REQUESTS
+    many = MAX_REQUESTS // 2 + 1  # clients whose two rounds exceed the cap
+    assert simulated_requests(_load("a", "P", conc=many, n=50_000)) == 2 * many  # two rounds of them
     assert simulated_requests(_load("a", "P", conc=8)) == 80  # not published: ten per client
     assert simulated_requests(_load("a", "P", load="burst", n=2048)) == 2048  # a burst is all of it
-    assert simulated_requests(_load("a", "P", load="rate", n=500)) == MAX_REQUESTS
+    assert simulated_requests(_load("a", "P", load="rate", n=500)) == 500
+    assert simulated_requests(_load("a", "P", load="rate", n=50_000)) == MAX_REQUESTS
 
 
 def test_preset_names():
@@ -265,3 +267,18 @@ def test_open_loop_in_flight_by_littles_law():
     e2e = LoadRow(**{**rate.__dict__, "id": "q3", "metric": "e2e_s", "statistic": "median", "value": 10.0})
     assert open_loop_in_flight([ttft, e2e]) == pytest.approx(20.0)  # a published e2e wins
     assert open_loop_in_flight([ttft]) is None and open_loop_in_flight([_load("c", "P")]) is None
+
+
+def test_an_unstated_kv_dtype_is_the_checkpoints():
+    from calc.accuracy.rows import kv_dtype_of
+
+    assert kv_dtype_of("fp8", "", "llama-3.1-70b") == "fp8"  # quantised after training: KV scales ship with it
+    assert kv_dtype_of("fp8", "", "deepseek-v3") is None  # its own checkpoint is fp8, its cache the model dtype
+    assert kv_dtype_of("fp8", "bf16", "llama-3.1-70b") == "bf16" and kv_dtype_of("bf16", "", "llama-3.1-8b") is None
+    r = _load("d", "P", conc=16, n=100)
+    sc = scenario([LoadRow(**{**r.__dict__, "model": "deepseek-v3", "hardware": "h200", "weight_dtype": "fp8",
+                              "kv_dtype": kv_dtype_of("fp8", "", "deepseek-v3"), "gpus": 8, "tp": 8})], "vllm")
+    from calc.accuracy.compare import _replica
+
+    # MLA's latent (kv_lora_rank 512 + rope 64) of 61 layers at bf16, replicated on each TP rank
+    assert _replica(sc, engines()["vllm"], 16).kv.kv_bytes_per_token == 61 * (512 + 64) * 2
