@@ -91,7 +91,7 @@ def kv_dtype_of(weight: str, kv: str | None, model: str) -> str | None:
     return "fp8" if weight == "fp8" and not _ships_fp8(model) else None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _ships_fp8(model: str) -> bool:
     from calc.spec.catalog import load_model
 

@@ -36,7 +36,7 @@ from calc.serving.floors import floors
 from calc.serving.prefix import CachedPrefix
 from calc.serving.simresult import latency_percentile
 from calc.serving.simulate import SimResult, simulate
-from calc.serving.trial import BACKLOG_LIMIT
+from calc.serving.trial import BACKLOG_LIMIT, Priced
 from calc.spec.workload import Target
 
 
@@ -70,7 +70,7 @@ def pick_link(p: Replica, x: int, d: Replica, y: int, gpus_per_node: int, networ
 
 
 @dataclass(frozen=True)
-class DisaggTrial:
+class DisaggTrial(Priced):
     """x prefill replicas + y decode replicas, simulated at the workload's load."""
 
     prefill: Replica
@@ -137,6 +137,11 @@ class DisaggTrial:
         parts = [f"the {self.falls_behind} pool falls behind"] if self.falls_behind else []
         parts += [f"{Target.of(k, t).label} {render.seconds(v)} > {render.seconds(t)}" for k, v, t in self.misses]
         return "; ".join(parts) or "meets the SLOs"
+
+    @property
+    def prompt_share(self) -> float:
+        # the prefill pool's requests generate one token each: the output lengths are the workload's
+        return float(self.prefill_sim.prompt_len.sum()) / max(float(self.output_len.sum()), 1.0)
 
     @property
     def output_tokens_per_s(self) -> float:

@@ -27,134 +27,22 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, replace
-
-import numpy as np
+from dataclasses import replace
 
 from calc.core.progress import Progress, silent
 from calc.core.units import GB
 from calc.cost.dtypes import Dtypes
 from calc.serving.capacity import Replica, SteadyState, across_nodes, at_load, steady_state, validate_split
-from calc.serving.disagg import DisaggTrial
-from calc.serving.disagg_search import best_disagg, search_disagg
+from calc.serving.disagg_search import search_disagg
 from calc.serving.floors import floor_reason, floors
+from calc.serving.planresult import Option, Plan
 from calc.serving.prefix import cached_prefix
-from calc.serving.prefixeffect import PrefixEffect, prefix_effect
+from calc.serving.prefixeffect import prefix_effect
 from calc.serving.simulate import arrival_gaps, simulate
 from calc.serving.speceffect import SpecEffect, spec_effect, spec_note, speculative_config
 from calc.serving.trial import GUESS_UTIL, RUNNERS_UP, Trial, cost_key
-from calc.serving.whatif import WhatIf, what_if
-from calc.spec.hardware import HardwareSpec
+from calc.serving.whatif import what_if
 from calc.spec.workload import LoadedWorkload
-
-
-@dataclass
-class Option:
-    """One (hardware, TP, max batch): the trials run, the cheapest that meets the SLOs, or why none does."""
-
-    hw: HardwareSpec
-    tp: int
-    max_batch: int | None
-    price_per_gpu_hour: float | None
-    pp: int = 1
-    ep: int = 1
-    nodes: int = 1
-    reason: str | None = None
-    kind: str | None = None  # split | fit | kv | ttft | tpot | gpus | slo | pruned
-    trials: list[Trial] = field(default_factory=list)
-    lower_bound_replicas: int | None = None
-    note: str = ""  # e.g. ", chunk 4,096" when the chunked-prefill size is searched
-
-    @property
-    def best(self) -> Trial | None:
-        ok = [t for t in self.trials if t.meets]
-        return min(ok, key=lambda t: t.replicas) if ok else None
-
-    @property
-    def label(self) -> str:
-        mb = f", max batch {self.max_batch}" if self.max_batch else ""
-        split = (f"TP{self.tp}" + (f" PP{self.pp}" if self.pp > 1 else "") + (f" EP{self.ep}" if self.ep > 1 else "")
-                 + (f" ({self.nodes} nodes)" if self.nodes > 1 else ""))
-        return f"{self.hw.name} {split}{mb}{self.note}"
-
-
-@dataclass(frozen=True)
-class Plan:
-    workload: LoadedWorkload
-    options: list[Option]
-    wall_s: float
-    simulations: int
-    dtypes: Dtypes
-    prompt_len: np.ndarray  # the simulated requests (the same for every configuration)
-    output_len: np.ndarray
-    prefix_effect: PrefixEffect | None = None  # the chosen configuration without prefix caching, when declared
-    disagg: tuple[DisaggTrial, ...] = ()  # disaggregated trials simulated (when the workload asks)
-    what_if: WhatIf | None = None  # the shown trial's representative steps and FP8 alternatives
-    spec_effect: SpecEffect | None = None  # with vs without speculative decoding (when declared)
-
-    @property
-    def scheduler(self):
-        """The engine scheduler the answer runs (calc.spec.scheduler.Serving, after the workload's
-        overrides; its max_num_seqs the chosen max batch), or None when nothing was simulated."""
-        t = self.chosen or self.closest
-        return None if t is None else t.scheduler
-
-    @property
-    def engine_args(self) -> dict:
-        """That scheduler in the engine's own argument names (for a launch command); {} when none."""
-        t = self.chosen or self.closest
-        return {} if t is None else t.engine_args
-
-    @property
-    def best_disagg(self) -> DisaggTrial | None:
-        return best_disagg(list(self.disagg))
-
-    @property
-    def winner(self) -> str | None:
-        """"aggregated" or "disaggregated": the cheaper of the two best that meet the SLOs."""
-        a, d = self.chosen, self.best_disagg
-        if a is None and d is None:
-            return None
-        if d is None or (a is not None and cost_key(a) <= cost_key(d)):
-            return "aggregated"
-        return "disaggregated"
-
-    @property
-    def requests(self) -> int:
-        return int(self.prompt_len.size)
-
-    @property
-    def ranked(self) -> list[Trial]:
-        """Configurations that meet the SLOs: priced ones by USD/hour, then unpriced by GPUs;
-        ties go to the one with more headroom. A larger max batch that changes nothing (the
-        batch never reached the smaller cap) is left out."""
-        best = [o.best for o in self.options if o.best is not None and o.best.same_as is None]
-        return sorted(best, key=lambda t: (*cost_key(t), t.miss_ratio))
-
-    @property
-    def chosen(self) -> Trial | None:
-        r = self.ranked
-        return r[0] if r else None
-
-    @property
-    def rejected(self) -> list[Option]:
-        return [o for o in self.options if o.best is None]
-
-    @property
-    def closest(self) -> Trial | None:
-        """When nothing meets the SLOs: the simulated trial whose worst SLO is nearest its target."""
-        trials = [t for o in self.options for t in o.trials]
-        if not trials:
-            return None
-        return min(trials, key=lambda t: (t.miss_ratio, cost_key(t)))
-
-    @property
-    def trials(self) -> list[Trial]:
-        return [t for o in self.options for t in o.trials]
-
-    @property
-    def prices_known(self) -> bool:
-        return all(self.workload.price_per_gpu_hour(h) is not None for h in self.workload.hardware)
 
 
 def _n(count: int, noun: str) -> str:

@@ -19,8 +19,37 @@ BACKLOG_LIMIT = 0.02  # queue growth (share of arrivals) above which a replica f
 GUESS_UTIL = 0.85  # first guess: the fewest replicas at or below this closed-form utilisation
 
 
+class Priced:
+    """What a deployment's tokens cost, from its ``usd_per_hour``, ``output_tokens_per_s`` and
+    ``prompt_share`` (prompt tokens per output token of the requests it served)."""
+
+    @property
+    def total_tokens_per_s(self) -> float:
+        """Prompt plus output tokens per second."""
+        return self.output_tokens_per_s * (1.0 + self.prompt_share)
+
+    @property
+    def usd_per_million_output_tokens(self) -> float | None:
+        return self._per_million(self.output_tokens_per_s)
+
+    @property
+    def usd_per_million_total_tokens(self) -> float | None:
+        """Per million prompt + output tokens (what a provider prices when input and output cost alike)."""
+        return self._per_million(self.total_tokens_per_s)
+
+    def _per_million(self, tokens_per_s: float) -> float | None:
+        if self.usd_per_hour is None or not tokens_per_s > 0:
+            return None
+        return usd_per_million_tokens(self.usd_per_hour, tokens_per_s)
+
+
+def prompt_share(sim: SimResult) -> float:
+    """Prompt tokens per output token over a simulation's requests."""
+    return float(sim.prompt_len.sum()) / max(float(sim.output_len.sum()), 1.0)
+
+
 @dataclass(frozen=True)
-class Trial:
+class Trial(Priced):
     """R replicas of one configuration, simulated at the workload's load (one replica's share; a PP
     replica runs PP engines, one micro-batch each in flight: one engine's share, R x PP in all)."""
 
@@ -73,10 +102,8 @@ class Trial:
         return self.replicas * self.replica.pp * self.sim.goodput_per_s(self.targets)
 
     @property
-    def usd_per_million_output_tokens(self) -> float | None:
-        if self.usd_per_hour is None or not self.output_tokens_per_s > 0:
-            return None
-        return usd_per_million_tokens(self.usd_per_hour, self.output_tokens_per_s)
+    def prompt_share(self) -> float:
+        return prompt_share(self.sim)
 
     @cached_property
     def misses(self) -> list[tuple[str, float, float]]:
