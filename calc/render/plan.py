@@ -19,6 +19,7 @@ from calc.core.units import GB
 from calc.plot.plan import kv_png, pareto_png, roofline_png
 from calc.render.doc import Doc
 from calc.render.features import disagg_record, disagg_section, prefix_section, spec_record, spec_section
+from calc.render.launch import launch_records, launch_section, launch_text
 from calc.render.plan_notes import _usd, assumptions, changes
 from calc.serving.plan import Plan, Trial
 from calc.spec.workload import Target
@@ -46,6 +47,7 @@ def trial_record(t: Trial) -> dict:
         **({"ep": r.ep} if r.ep > 1 else {}), **({"nodes": r.nodes} if r.nodes > 1 else {}),
         **({"speculative": True} if r.spec is not None else {}), "max_batch": r.max_batch, "replicas": t.replicas,
         "gpus": t.gpus, "usd_per_hour": t.usd_per_hour, "usd_per_million_output_tokens": t.usd_per_million_output_tokens,
+        "usd_per_million_total_tokens": t.usd_per_million_total_tokens,
         "meets_slos": t.meets, "failures": t.why() if not t.meets else None, "bottleneck": t.bottleneck,
         "latency_s": t.stats, "goodput_requests_per_s": t.goodput_per_s, "output_tokens_per_s": t.output_tokens_per_s,
         "per_replica": {
@@ -61,6 +63,15 @@ def trial_record(t: Trial) -> dict:
     }
 
 
+def _brief(t) -> dict | None:
+    """A deployment in a few numbers: aggregated or disaggregated, its label, GPUs and prices."""
+    if t is None:
+        return None
+    return {"kind": _kind(t), "config": t.label, "gpus": t.gpus, "usd_per_hour": t.usd_per_hour,
+            "usd_per_million_output_tokens": t.usd_per_million_output_tokens,
+            "usd_per_million_total_tokens": t.usd_per_million_total_tokens}
+
+
 def plan_record(plan: Plan, bands=None) -> dict:
     """The plan as JSON-ready data: the chosen configuration, the ranking, the rejections; with
     ``bands`` (calc.serving.bands.PlanBands) each configuration at the edge too."""
@@ -70,6 +81,10 @@ def plan_record(plan: Plan, bands=None) -> dict:
         "workload": wl.spec.name, "model": wl.model.name,
         "dtypes": {"weight": plan.dtypes.weight, "kv": plan.dtypes.kv, "compute": plan.dtypes.compute},
         "slo_s": wl.spec.slo.targets(), "arrival": wl.spec.arrival.model_dump(exclude_none=True),
+        "answer": _brief(plan.answer), "runner_up": _brief(plan.runner_up),
+        "best_by_hardware": [{"hardware": hw.name, "config": t.label if t else None, "why_none": why,
+                              **({k: v for k, v in _brief(t).items() if k != "config"} if t else {})}
+                             for hw, t, why in plan.best_by_hardware()],
         "chosen": trial_record(chosen) if chosen else None,
         "ranked": [trial_record(t) for t in plan.ranked],
         "closest": trial_record(plan.closest) if chosen is None and plan.closest else None,
@@ -77,6 +92,7 @@ def plan_record(plan: Plan, bands=None) -> dict:
         "simulations": plan.simulations, "requests_per_simulation": int(plan.requests),
         # the engine scheduler the answer ran (after the workload's overrides), in ours and the engine's names
         **({"scheduler": plan.scheduler.model_dump(), "engine_args": plan.engine_args} if plan.scheduler else {}),
+        "launch": launch_records(plan),
         **({"phases": (chosen or plan.closest).sim.phases.record()} if (chosen or plan.closest) else {}),
         **({"disaggregated": disagg_record(plan)} if plan.disagg else {}),
         **({"speculative": spec_record(plan.spec_effect)} if plan.spec_effect else {}),
@@ -88,17 +104,35 @@ def plan_record(plan: Plan, bands=None) -> dict:
     return rec
 
 
+def _price_text(t) -> str:
+    if t.usd_per_hour is None:
+        return "price unknown (ranked by GPU count)"
+    return (f"{_usd(t.usd_per_hour)}/hour, {_usd(t.usd_per_million_output_tokens, 3)} per million output tokens "
+            f"({_usd(t.usd_per_million_total_tokens, 3)} per million prompt + output tokens)")
+
+
+def _kind(t) -> str:
+    return "aggregated" if isinstance(t, Trial) else "disaggregated"
+
+
 def verdict(plan: Plan) -> str:
-    """One paragraph: the answer, or why there is none."""
-    c = plan.chosen
+    """One paragraph: the answer (aggregated or disaggregated) and its runner-up, or why there is none."""
+    c = plan.answer
     if c is not None:
-        price = (f"{_usd(c.usd_per_hour)}/hour, {_usd(c.usd_per_million_output_tokens, 3)} per million output tokens"
-                 if c.usd_per_hour is not None else "price unknown (ranked by GPU count)")
         unpriced = [t for t in plan.ranked if t.usd_per_hour is None]
         note = (f" ({len(unpriced)} configuration{'s' * (len(unpriced) > 1)} on hardware without a price "
                 "follow the priced ones, by GPU count.)" if unpriced and c.usd_per_hour is not None else "")
-        return (f"Cheapest configuration that meets the SLOs: {c.label} = {c.gpus} GPU{'s' * (c.gpus > 1)}, "
-                f"{price}; bottleneck: {c.bottleneck}.{note}")
+        kind = f" ({_kind(c)})" if plan.disagg else ""
+        neck = f"; bottleneck: {c.bottleneck}" if isinstance(c, Trial) else ""
+        text = (f"Cheapest configuration that meets the SLOs{kind}: {c.label} = {c.gpus} GPU{'s' * (c.gpus > 1)}, "
+                f"{_price_text(c)}{neck}.{note}")
+        r = plan.runner_up
+        if r is not None:
+            more = (f", {r.usd_per_hour / c.usd_per_hour - 1:+.0%}" if r.usd_per_hour and c.usd_per_hour else "")
+            which = f"the best {_kind(r)}" if _kind(r) != _kind(c) else "next"
+            text += (f" Runner-up ({which}): {r.label} = {r.gpus} GPUs, "
+                     f"{_usd(r.usd_per_hour) + '/hour' if r.usd_per_hour is not None else 'unpriced'}{more}.")
+        return text
     if not plan.trials:
         kinds = {o.kind for o in plan.rejected}
         if kinds <= {"fit", "split", "gpus"}:
@@ -120,12 +154,28 @@ def _ranked_rows(plan: Plan, trials: list[Trial]) -> list[list[str]]:
     rows = []
     for i, t in enumerate(trials, 1):
         rows.append([str(i), t.label, str(t.gpus), _usd(t.usd_per_hour), _usd(t.usd_per_million_output_tokens, 3),
-                     render.seconds(t.stats["ttft_p99"]), render.seconds(t.stats["tpot_p99"]), f"{t.goodput_per_s:.3g}", t.bottleneck])
+                     _usd(t.usd_per_million_total_tokens, 3), render.seconds(t.stats["ttft_p99"]),
+                     render.seconds(t.stats["tpot_p99"]), f"{t.goodput_per_s:.3g}", t.bottleneck])
     return rows
 
 
-RANK_HEADERS = ["#", "configuration", "GPUs", "$/hour", "$/1M out tok", "TTFT p99", "TPOT p99", "goodput req/s",
-                "bottleneck"]
+RANK_HEADERS = ["#", "configuration", "GPUs", "$/hour", "$/1M out tok", "$/1M total tok", "TTFT p99", "TPOT p99",
+                "goodput req/s", "bottleneck"]
+HW_HEADERS = ["GPU type", "its best configuration", "GPUs", "$/hour", "$/1M out tok", "$/1M total tok",
+              "TTFT p99", "TPOT p99"]
+
+
+def _hardware_rows(plan: Plan) -> list[list[str]]:
+    """One row per GPU type: its cheapest configuration that meets the SLOs, or why none does."""
+    rows = []
+    for hw, t, why in plan.best_by_hardware():
+        if t is None:
+            rows.append([hw.name, f"none: {why}", "-", "-", "-", "-", "-", "-"])
+            continue
+        rows.append([hw.name, t.label, str(t.gpus), _usd(t.usd_per_hour), _usd(t.usd_per_million_output_tokens, 3),
+                     _usd(t.usd_per_million_total_tokens, 3), render.seconds(t.stats["ttft_p99"]),
+                     render.seconds(t.stats["tpot_p99"])])
+    return rows
 
 
 def _rejected_rows(plan: Plan) -> tuple[list[list[str]], list]:
@@ -143,9 +193,12 @@ def plan_text(plan: Plan, bands=None) -> str:
     wl = plan.workload
     out = [f"workload {wl.spec.name}: {wl.model.name}, {_arrival_text(plan)}, SLOs {_slo_text(plan)}", "",
            verdict(plan), ""]
+    if len(wl.hardware) > 1 or plan.answer is None:
+        out += ["Best per GPU type:", render.table(_hardware_rows(plan), HW_HEADERS, align="llrrrrrr"), ""]
     if plan.ranked:
         out += ["Configurations that meet the SLOs (cheapest first):",
-                render.table(_ranked_rows(plan, plan.ranked), RANK_HEADERS, align="rlrrrrrrl"), ""]
+                render.table(_ranked_rows(plan, plan.ranked), RANK_HEADERS, align="rlrrrrrrrl"), ""]
+    out += launch_text(plan)
     rows, pruned = _rejected_rows(plan)
     if rows:
         out += ["Rejected:", render.table(rows, ["configuration", "why", "detail"], align="lll")]
@@ -271,15 +324,14 @@ def build_report(plan: Plan, bands=None) -> Doc:
     d.p(f"Generated by {src}: {plan.simulations} simulations of {int(plan.requests):,} requests each.")
     d.h(2, "Answer")
     d.p(f"**{verdict(plan)}**")
-    if plan.winner == "disaggregated":
-        d.p(f"**Cheaper still, disaggregated: {plan.best_disagg.label}** (see Aggregated vs disaggregated).")
+    d.table(HW_HEADERS, _hardware_rows(plan), "llrrrrrr")
     d.h(2, "Workload")
     d.table(["workload", "as planned"], _workload_rows(plan))
     if plan.ranked:
         d.h(2, "Configurations that meet the SLOs")
         d.p("Cheapest first (priced hardware by USD per hour, then unpriced by GPU count; ties: more headroom "
             "first). $/1M output tokens at the simulated throughput; goodput over all replicas.")
-        d.table(RANK_HEADERS, _ranked_rows(plan, plan.ranked), "rlrrrrrrl")
+        d.table(RANK_HEADERS, _ranked_rows(plan, plan.ranked), "rlrrrrrrrl")
     d.h(2, "Rejected configurations")
     rows, pruned = _rejected_rows(plan)
     if rows:
@@ -309,6 +361,7 @@ def build_report(plan: Plan, bands=None) -> Doc:
         from calc.render.plan_bands import section
 
         section(d, plan, bands)
+    launch_section(d, plan)
     d.h(2, "Assumptions")
     d.ul(assumptions(plan))
     d.h(2, "What would change the answer")

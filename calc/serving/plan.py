@@ -16,8 +16,9 @@ longer than the KV cache, a TTFT or TPOT target below what one request alone get
 (calc.serving.capacity.steady_state) gives the fewest replicas that can keep up; candidates
 are then simulated cheapest lower bound first, and for each the fewest replicas that
 meet the SLOs is found by simulation (more replicas only lower each one's load).
-The search stops once ``RUNNERS_UP + 1`` configurations meet the SLOs and every
-remaining candidate's lower bound costs more than they do.
+The search stops once ``RUNNERS_UP + 1`` configurations meet the SLOs, every GPU type has
+one that does (or has none left to try), and every remaining candidate's lower bound costs
+more than they do.
 
 Cost: replicas x TP x USD per GPU-hour (the workload's override, else the profile's);
 hardware without a price is ranked by GPU count after the priced configurations.
@@ -227,7 +228,9 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
     met: list[Trial] = []
     for i, (unpriced, bound, gpus, o, rep, sat, lo, r_max) in enumerate(candidates):
         progress(i, len(candidates), f"{o.label} ({search.sims} simulations)")
-        if len(met) > RUNNERS_UP:
+        # pruned once RUNNERS_UP + 1 cheaper ones meet the SLOs, unless its GPU type has none yet
+        # (the plan shows each type's best)
+        if len(met) > RUNNERS_UP and any(t.replica.hw.name == o.hw.name for t in met):
             worst = sorted(met, key=cost_key)[RUNNERS_UP]
             if (unpriced, bound if not unpriced else gpus) > cost_key(worst)[:2]:
                 o.reason = (f"not simulated: at least {_n(lo, 'replica')}, which costs more than the "

@@ -4,7 +4,7 @@ runner-up of the other kind, and the best on each GPU type."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -89,6 +89,66 @@ class Plan:
         if d is None or (a is not None and cost_key(a) <= cost_key(d)):
             return "aggregated"
         return "disaggregated"
+
+    @property
+    def answer(self) -> Trial | DisaggTrial | None:
+        """The cheapest deployment that meets the SLOs, aggregated or disaggregated."""
+        a, d = self.chosen, self.best_disagg
+        return d if self.winner == "disaggregated" else a
+
+    @property
+    def runner_up(self) -> Trial | DisaggTrial | None:
+        """The best of the other kind when disaggregation was searched and met the SLOs, else the
+        next aggregated configuration."""
+        best = self.answer
+        if best is None:
+            return None
+        if self.best_disagg is not None and self.chosen is not None:
+            return self.chosen if best is self.best_disagg else self.best_disagg
+        ranked = self.ranked
+        return ranked[1] if best is self.chosen and len(ranked) > 1 else None
+
+    def best_by_hardware(self) -> list[tuple[HardwareSpec, Trial | None, str | None]]:
+        """Per GPU type of the workload, in its order: its cheapest configuration that meets the
+        SLOs, or (None, why none does: the nearest miss, or why nothing was simulated)."""
+        out = []
+        for hw in self.workload.hardware:
+            mine = [t for t in self.ranked if t.replica.hw.name == hw.name]
+            if mine:
+                out.append((hw, mine[0], None))
+                continue
+            tried = [t for o in self.options if o.hw.name == hw.name for t in o.trials]
+            if tried:
+                near = min(tried, key=lambda t: (t.miss_ratio, cost_key(t)))
+                out.append((hw, None, f"nearest: {near.label}: {near.why()}"))
+            else:
+                why = next((o.reason for o in self.options if o.hw.name == hw.name and o.reason), "not searched")
+                out.append((hw, None, why))
+        return out
+
+    def launches(self) -> list[tuple[str, object]]:
+        """(role, calc.serving.launch.Launch) for the answer: one command for an aggregated one,
+        the prefill pool's and the decode pool's for a disaggregated one; [] when its preset names
+        no serving engine or nothing meets the SLOs."""
+        from calc.serving.launch import DISAGG, launch
+
+        t = self.answer
+        spec = self.workload.spec
+        caps = [d.max for d in (spec.prompt_len, spec.output_len) if d is not None]
+        # the longest request the workload allows (its distributions' caps), else the longest sampled
+        longest = sum(caps) if len(caps) == 2 and None not in caps else int((self.prompt_len + self.output_len).max())
+        if t is None:
+            return []
+        if isinstance(t, Trial):
+            cmd = launch(t.replica, t.replicas, longest)
+            return [] if cmd is None else [("replica", cmd)]
+        out = []
+        for role, rep, n in (("prefill", t.prefill, t.prefill_replicas), ("decode", t.decode, t.decode_replicas)):
+            cmd = launch(rep, n, longest)
+            if cmd is not None:
+                note = f"{role} pool of a disaggregated deployment: connect the pools with {DISAGG[cmd.engine]}"
+                out.append((role, replace(cmd, notes=(note, *cmd.notes))))
+        return out
 
     @property
     def requests(self) -> int:

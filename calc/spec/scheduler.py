@@ -148,14 +148,22 @@ def resolve_serving(preset, hw_name: str = "", memory_gb: float = 0.0, block: Se
 
 
 def engine_args_of(preset, serving: Serving, max_num_seqs: int | None = None) -> dict[str, Any]:
-    """The resolved scheduler in the engine's own argument names (for a launch command): every
-    argument whose field maps one to one (no value table), at ``serving``'s value (scaled back)."""
-    out = {}
+    """The resolved scheduler in the engine's own argument names (for a launch command): one
+    argument per field (the first the preset lists; later ones are aliases), at ``serving``'s
+    value (scaled back, or the engine's value a value table maps to it)."""
+    out, seen = {}, set()
     for key, spec in preset.engine_args.items():
-        if spec.values is not None:
+        if spec.field in seen:
             continue
         v = max_num_seqs if spec.field == "max_num_seqs" and max_num_seqs is not None else getattr(serving, spec.field)
         if v is None:
             continue
-        out[key] = v / spec.scale if spec.scale != 1.0 else v
+        if spec.values is not None:
+            v = next((engine for engine, ours in spec.values.items() if ours == v), None)
+            if v is None:
+                continue
+        elif spec.scale != 1.0:
+            v = v / spec.scale
+        seen.add(spec.field)
+        out[key] = v
     return out

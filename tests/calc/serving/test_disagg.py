@@ -127,3 +127,12 @@ def test_plan_searches_both_and_names_a_winner(tmp_path):
     p = plan(load_workload(w))
     assert p.disagg and p.winner in ("aggregated", "disaggregated")
     assert all(t.gpus <= 4 for t in p.disagg)
+    # the headline names the cheaper kind and the other kind as runner-up; the launch commands are the pools'
+    from calc.render.plan import verdict
+
+    best, other = (p.best_disagg, p.chosen) if p.winner == "disaggregated" else (p.chosen, p.best_disagg)
+    assert p.answer is best
+    if other is not None:
+        assert p.runner_up is other and f"Runner-up (the best {'aggregated' if other is p.chosen else 'disaggregated'})" in verdict(p)
+    roles = [role for role, _ in p.launches()]
+    assert roles == (["prefill", "decode"] if p.winner == "disaggregated" else ["replica"])
