@@ -225,9 +225,11 @@ def _means(rep: Replica, T, G, chunk: float, prefix: CachedPrefix | None = None)
     kp = np.ceil(n / chunk)
     dctx = (D * T + D * (D + 1) / 2.0).sum() / max(D.sum(), 1)
     held = kp * (np.ceil(T / bs) - sp) + _page_sum(T + D, bs) - _page_sum(T, bs) - D * sp
-    if E != 1.0:  # a step emits E tokens: D / E decode steps, each holding the pages E tokens apart
+    if rep.serving.preemption == "none":  # the engine reserves the final context's pages at admission
+        held = (kp + D / E) * (np.ceil((T + D) / bs) - sp)
+    elif E != 1.0:  # a step emits E tokens: D / E decode steps, each holding the pages E tokens apart
         held = kp * (np.ceil(T / bs) - sp) + (held - kp * (np.ceil(T / bs) - sp)) / E
-        D = D / E
+    D = D / E
     return _Means(n.mean(), c.mean(), D.mean(), G.mean(), kp.mean(), n / kp, c + n * (kp - 1) / (2 * kp),
                   kp / kp.sum(), dctx, held.mean())
 
