@@ -26,9 +26,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from calc.core import limits
 from calc.core.errors import SpecError
 from calc.core.units import canonical_dtype
+from calc.spec.hf_types import check_types
 from calc.spec.model import ModelSpec
 
 _DECODER = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size",
@@ -44,55 +44,11 @@ _GEMMA3_TEXT_DEFAULTS = {
 }
 
 
-# The types of the keys the mappings read, checked strictly before any is used: an int key takes
-# 42, not 42.0 or "42" (the published configs write whole numbers), a flag takes true/false.
-# A null value counts as absent. Layer counts are bounded here because the mappings loop over them.
-_LAYER_KEYS = frozenset({"num_hidden_layers", "n_layer", "max_window_layers", "first_k_dense_replace",
-                         "num_nextn_predict_layers", "moe_layer_freq", "sliding_window_pattern",
-                         "_sliding_window_pattern", "decoder_sparse_step"})
-_ZERO_OK = frozenset({"max_window_layers", "first_k_dense_replace", "num_nextn_predict_layers",
-                      "n_shared_experts"})
-_INT_KEYS = _LAYER_KEYS | _ZERO_OK | frozenset({
-    "hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size", "vocab_size",
-    "max_position_embeddings", "head_dim", "sliding_window", "num_local_experts", "num_experts_per_tok",
-    "num_experts", "moe_intermediate_size", "shared_expert_intermediate_size", "n_routed_experts",
-    "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "n_embd", "n_head",
-    "n_positions", "n_inner"})
-_BOOL_KEYS = frozenset({"tie_word_embeddings", "attention_bias", "mlp_bias", "qkv_bias", "use_sliding_window"})
-_STR_KEYS = frozenset({"hidden_act", "hidden_activation", "activation_function", "topk_method", "torch_dtype",
-                       "dtype"})
-
-
-def _check_types(data: dict, path: str, prefix: str) -> None:
-    """One SpecError for the first key of the wrong type or out of range (file, key, problem)."""
-    for key, value in data.items():
-        if value is None:
-            continue
-        where = prefix + key
-        if key in _INT_KEYS:
-            if type(value) is not int:
-                raise SpecError(path, where, f"expected a whole number, got {value!r:.40}")
-            low = 0 if key in _ZERO_OK else 1
-            high = limits.MAX_LAYERS if key in _LAYER_KEYS else limits.MAX_CONTEXT
-            problem = limits.bad_number(value, high, low)
-            if problem:
-                raise SpecError(path, where, problem)
-        elif key in _BOOL_KEYS and type(value) is not bool:
-            raise SpecError(path, where, f"expected true or false, got {value!r:.40}")
-        elif key in _STR_KEYS and not isinstance(value, str):
-            raise SpecError(path, where, f"expected a string, got {value!r:.40}")
-        elif key == "layer_types" and not (isinstance(value, list) and all(isinstance(t, str) for t in value)):
-            raise SpecError(path, where, "expected a list of strings, one per layer")
-        elif key == "mlp_only_layers" and not (isinstance(value, list)
-                                               and all(type(i) is int and i >= 0 for i in value)):
-            raise SpecError(path, where, "expected a list of layer indices (whole numbers >= 0)")
-
-
 class _Cfg:
     """One config mapping, the file it came from, and the notes the spec's description will carry."""
 
     def __init__(self, data: dict, path: str, arch: str, prefix: str = ""):
-        _check_types(data, path, prefix)
+        check_types(data, path, prefix)
         self.data, self.path, self.arch, self.prefix = data, path, arch, prefix
         self.notes: list[str] = []
 
@@ -372,7 +328,7 @@ def spec_from_hf_config(config: dict, path: str, name: str | None = None) -> Mod
     defaults to the folder holding it. Raises SpecError naming the file and key.
     """
     arch = _architecture(config, path)
-    _check_types(config, path, "")
+    check_types(config, path, "")
     text = config.get("text_config") if arch in _TEXT_CONFIG else None
     if arch in _TEXT_CONFIG and not isinstance(text, dict):
         raise SpecError(path, "text_config", f"missing (needed for {arch})")
