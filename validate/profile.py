@@ -8,6 +8,7 @@ written atomically; the profile last, so a profile never names a table not yet w
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -61,13 +62,16 @@ def write_profile_folder(out: Path, tables: list[KernelTable], make_profile,
     return load_hardware(str(path)), path
 
 
+BUSY_WARN = 0.5  # cores other programs used on average, above which the profile warns
+
+
 def run_profile(device: str, out: Path, threads: int | None = None, quick: bool = False,
                 dtypes: tuple[str, ...] = ("fp32", "bf16"), exclude: tuple[str, ...] = (), say=print,
                 filename: str = "profile.yaml"):
     """Probe, measure every table, fit and write. Returns (the profile as loaded, its path, probe, seconds)."""
     from . import kernels as km
     from . import probes
-    from .timing import check_device
+    from .timing import _cpu_busy_s, busy_cores, check_device
 
     torch = check_device(device)
     if threads is not None:
@@ -81,8 +85,17 @@ def run_profile(device: str, out: Path, threads: int | None = None, quick: bool 
         f"{'quick' if quick else 'full'} -> {out}")
     probe = probes.run_probes(device, quick=True)
     say("probes: " + "; ".join(probe.lines()[1:]))
+    before, w0 = _cpu_busy_s(), time.perf_counter()
     tables = km.measure_tables(device, dtypes, quick, threads, name, exclude, say)
+    others = busy_cores(before, _cpu_busy_s(), time.perf_counter() - w0)
     prov = km.provenance(device, name, threads, quick)
+    if others is not None:
+        prov["notes"] = f"other programs kept {others:.2f} CPU cores busy on average while the tables were measured"
+        if not device.startswith("cuda") and others >= BUSY_WARN:
+            say(f"warning: other programs kept {others:.1f} of {os.cpu_count()} CPU cores busy while the tables were "
+                "measured; small kernels may read slow (cells checked against their neighbours were measured again, "
+                "see each table's notes). Advice: stop them and profile again, or give --threads fewer than the idle "
+                "cores.")
     kind = "gpu" if device.startswith("cuda") else "cpu"
     peaks = {d: probe.peak_flops_per_s(d) for d in dtypes if probe.peak_flops_per_s(d)}
 

@@ -136,6 +136,14 @@ def _cpu_busy_s() -> tuple[float, float] | None:
     return busy, t.user + t.system
 
 
+def busy_cores(before, after, wall_s: float) -> float | None:
+    """CPU cores other processes kept busy between two _cpu_busy_s readings ``wall_s`` apart
+    (None off Linux)."""
+    if not before or not after or wall_s <= 0:
+        return None
+    return max(0.0, (after[0] - before[0]) - (after[1] - before[1])) / wall_s
+
+
 def time_call(fn: Callable[[], object], sync: Callable[[], None], budget_s: float, min_samples: int = 5,
               max_samples: int = 50, warmup: int = 2, cpu_threads: int | None = None,
               warm_call_s: float | None = None) -> Timing:
@@ -172,11 +180,8 @@ def time_call(fn: Callable[[], object], sync: Callable[[], None], budget_s: floa
             dropped += 1
             continue
         samples.append(wall / inner)
-    after, elapsed = _cpu_busy_s(), time.perf_counter() - start
-    others = 0.0
-    if before and after and elapsed > 0:
-        others = max(0.0, (after[0] - before[0]) - (after[1] - before[1])) / elapsed
-    return Timing(tuple(samples), inner, dropped, others)
+    others = busy_cores(before, _cpu_busy_s(), time.perf_counter() - start)
+    return Timing(tuple(samples), inner, dropped, others or 0.0)
 
 
 def prefill_fn(model, batch: int, prompt_len: int, vocab: int, device: str):
