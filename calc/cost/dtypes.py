@@ -5,7 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from calc.core.errors import SpecError
-from calc.core.units import DEFAULT_GROUP_SIZE, DTYPE_BYTES, SCALED_WEIGHTS, WEIGHT_ONLY, canonical_dtype, weight_bytes_per_param
+from calc.core.units import (
+    DEFAULT_GROUP_SIZE,
+    DTYPE_BYTES,
+    SCALED_WEIGHTS,
+    WEIGHT_ONLY,
+    canonical_dtype,
+    weight_bytes_per_param,
+)
 from calc.spec.model import ModelSpec
 
 

@@ -14,7 +14,13 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from calc.core import limits as lim
-from calc.core.units import DEFAULT_GROUP_SIZE, DTYPE_BYTES, canonical_dtype, serving_dtype, weight_bytes_per_param
+from calc.core.units import (
+    DEFAULT_GROUP_SIZE,
+    DTYPE_BYTES,
+    canonical_dtype,
+    serving_dtype,
+    weight_bytes_per_param,
+)
 from calc.spec.base import SpecModel
 
 
