@@ -174,3 +174,22 @@ def test_mxfp4_has_its_own_block_not_the_group_size():
 
 def test_catalog_lists_both():
     assert {"gpt-oss-20b", "gpt-oss-120b"} <= set(model_catalog())
+
+
+def test_biases_stay_unquantized_in_a_dense_checkpoint():
+    # qwen2.5-7b (config.json): L 28, H 3584, Hq 28, Hkv 4, D 128, F 18944, q/k/v biases.
+    # int4 covers the matrices only (0.5 B + one fp16 scale per 128); biases, norms and the
+    # untied embedding and lm_head stay bf16.
+    m = load_model("qwen2.5-7b")
+    L_, H_, Hq_, Hkv_, D_, F_ = 28, 3584, 28, 4, 128, 18944
+    matrices = L_ * (H_ * (Hq_ + 2 * Hkv_) * D_ + Hq_ * D_ * H_ + 3 * H_ * F_)
+    assert m.quantized_params() == matrices == 6_525_288_448
+    assert m.weight_bytes("int4") == matrices * (0.5 + 2 / 128) + (m.params_total - matrices) * 2
+
+
+def test_quantized_experts_needs_experts():
+    from calc.spec.model import ModelSpec
+
+    dense = load_model("qwen2.5-7b").model_dump()
+    with pytest.raises(ValueError, match="quantized: experts needs a moe block"):
+        ModelSpec(**{**dense, "quantized": "experts"})
