@@ -35,6 +35,7 @@ DTYPE_BYTES: dict[str, float] = {
     "int8": 1.0,
     "int4": 0.5,
     "fp4": 0.5,
+    "mxfp4": 0.5,
 }
 
 # Spellings people and config.json files use -> canonical name.
@@ -52,7 +53,6 @@ _ALIASES: dict[str, str] = {
     "e4m3": "fp8",
     "float8_e5m2": "fp8",
     "nvfp4": "fp4",
-    "mxfp4": "fp4",
 }
 
 # Dtypes a weight may be stored in but that are never a matmul's compute dtype
@@ -61,6 +61,12 @@ WEIGHT_ONLY = frozenset({"int4"})
 # weight dtypes stored with one fp16 scale per group of weights (--group-size applies to them)
 GROUP_SCALED = ("int8", "int4", "fp4")
 DEFAULT_GROUP_SIZE = 128  # weights per scale: AWQ/GPTQ checkpoints' usual group
+# Block-scaled formats whose block is part of the format: dtype -> (weights per scale, scale bytes).
+# OCP Microscaling (MX) v1.0: 32 E2M1 values share one E8M0 scale byte, 4.25 bits a weight
+# (OCP MX spec v1.0; https://arxiv.org/abs/2310.10537, Table 1: MXFP4 block 32, scale E8M0).
+FIXED_BLOCK: dict[str, tuple[int, float]] = {"mxfp4": (32, 1.0)}
+# weights dequantised inside a wider matmul when the compute dtype is 16/32-bit
+SCALED_WEIGHTS = GROUP_SCALED + tuple(FIXED_BLOCK)
 
 
 def canonical_dtype(name: str) -> str:
@@ -76,6 +82,17 @@ def canonical_dtype(name: str) -> str:
 def dtype_bytes(name: str) -> float:
     """Bytes per element of a dtype (0.5 for 4-bit types)."""
     return DTYPE_BYTES[canonical_dtype(name)]
+
+
+def weight_bytes_per_param(name: str, group_size: int = DEFAULT_GROUP_SIZE) -> float:
+    """Bytes a stored weight takes with its scales: bytes(dtype), plus 2 / group_size (one fp16
+    scale per group) for int8/int4/fp4, or scale_bytes / block for a fixed-block format
+    (mxfp4: 0.5 + 1/32 = 0.53125). fp8 uses per-tensor or per-block fp32 scales (negligible)."""
+    key = canonical_dtype(name)
+    if key in FIXED_BLOCK:
+        block, scale = FIXED_BLOCK[key]
+        return DTYPE_BYTES[key] + scale / block
+    return DTYPE_BYTES[key] + (2.0 / group_size if key in GROUP_SCALED else 0.0)
 
 
 def serving_dtype(name: str) -> str:

@@ -79,7 +79,7 @@ def intensity_records(model: ModelSpec, seq_lens, weight_dtype=None, kv_dtype=No
     """First-order vs operator-model whole-pass intensity at B = 1 for each S."""
     dt = Dtypes.resolve(model, weight_dtype, kv_dtype)
     N = model.params_total
-    b = dt.weight_bytes_per_param()
+    b = model.weight_bytes(dt.weight, dt.group_size) / N  # mean bytes a weight (quantised ones and the rest)
     kappa = model.kv_bytes_per_token(dt.kv)
     S = np.asarray(seq_lens, dtype=float)
     eff = Efficiency()

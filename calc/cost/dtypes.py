@@ -5,7 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from calc.core.errors import SpecError
-from calc.core.units import DEFAULT_GROUP_SIZE, DTYPE_BYTES, GROUP_SCALED, WEIGHT_ONLY, canonical_dtype
+from calc.core.units import (
+    DEFAULT_GROUP_SIZE,
+    DTYPE_BYTES,
+    SCALED_WEIGHTS,
+    WEIGHT_ONLY,
+    canonical_dtype,
+    weight_bytes_per_param,
+)
 from calc.spec.model import ModelSpec
 
 
@@ -45,8 +52,8 @@ class Dtypes:
 
     @property
     def weight_only(self) -> bool:
-        """Weight-only quantised GEMMs: int8/int4/fp4 weights dequantised inside a wider matmul."""
-        return self.weight in GROUP_SCALED and self.compute in ("fp32", "tf32", "bf16", "fp16")
+        """Weight-only quantised GEMMs: int8/int4/fp4/mxfp4 weights dequantised inside a wider matmul."""
+        return self.weight in SCALED_WEIGHTS and self.compute in ("fp32", "tf32", "bf16", "fp16")
 
     @property
     def attention_compute(self) -> str:
@@ -59,6 +66,17 @@ class Dtypes:
         wide = DTYPE_BYTES[self.weight] >= DTYPE_BYTES[model.serving_dtype]
         return self.weight if wide else model.serving_dtype
 
+    def unquantized_dtypes(self, model: ModelSpec) -> Dtypes:
+        """The dtypes of the weights quantisation leaves alone: weights at ``unquantized``,
+        16-bit compute (as lm_head runs beside fp8 GEMMs)."""
+        return Dtypes(self.unquantized(model), self.kv, self.act, self.group_size)
+
+    def of_weights(self, model: ModelSpec, experts: bool = False) -> Dtypes:
+        """The dtypes a matmul's weights are read at: these where the checkpoint quantises it
+        (ModelSpec.quantized: every decoder matmul, or, for ``experts``, the experts only),
+        else unquantized_dtypes. The one rule every weight-bytes path follows."""
+        return self if experts or model.quantized == "linear" else self.unquantized_dtypes(model)
+
     def weight_bytes_per_param(self) -> float:
-        b = DTYPE_BYTES[self.weight]
-        return b + (2.0 / self.group_size if self.weight in GROUP_SCALED else 0.0)
+        """Bytes per quantised weight with its scales (calc.core.units.weight_bytes_per_param)."""
+        return weight_bytes_per_param(self.weight, self.group_size)

@@ -76,11 +76,13 @@ def _norm(name, layers, tokens, width, model: ModelSpec, dt: Dtypes):
 
 
 def _attention_core(name, layers, ps: Pass, window, heads, score_dim, value_dim, kv_elems_per_pos,
-                    q_elems, out_elems, dt: Dtypes, kernel: str) -> list[OpCost]:
+                    q_elems, out_elems, dt: Dtypes, kernel: str, sinks: bool = False) -> list[OpCost]:
     """softmax(Q K^T) V over the visible pairs.
 
     FLOPs: 2*Hq*score_dim (QK^T) + 2*Hq*value_dim (PV) per (query, key) pair;
-    softmax ~5 FLOPs per score ("other"). KV: read min(p+n, W) positions per
+    softmax ~5 FLOPs per score ("other"); with ``sinks`` each query's softmax over a head
+    has one more term (its learned logit: 5 FLOPs per query and head, the Hq logits read
+    at the activation dtype; no QK^T or PV work, nothing cached). KV: read min(p+n, W) positions per
     sequence, write the n new ones. Fused (FlashAttention) keeps scores on chip;
     unfused writes scores and probabilities and reads them back: 4 passes of
     B*Hq*pairs elements at the activation dtype.
@@ -95,7 +97,7 @@ def _attention_core(name, layers, ps: Pass, window, heads, score_dim, value_dim,
     if not ps.ragged:
         rows = ps.new if ps.phase == "prefill" else 1.0
         return [_attention_op(name, layers, ps, window, heads, score_dim, value_dim, kv_elems_per_pos, q_elems,
-                              out_elems, dt, kernel, rows, np.float64(1.0))]
+                              out_elems, dt, kernel, rows, np.float64(1.0), sinks)]
     out = []
     for suffix, part in (("", ps.part(False)), (".chunks", ps.part(True))):
         present = np.minimum(part.total(part.batch), 1.0)
@@ -105,7 +107,7 @@ def _attention_core(name, layers, ps: Pass, window, heads, score_dim, value_dim,
             per_row = part.total(part.batch * attention_pairs(part.new, part.past, window) / part.new)
             rows = np.where(per_row > 0, pairs / np.where(per_row > 0, per_row, 1.0), 1.0)
         out.append(_attention_op(name + suffix, layers, part, window, heads, score_dim, value_dim, kv_elems_per_pos,
-                                 q_elems, out_elems, dt, kernel, rows, present))
+                                 q_elems, out_elems, dt, kernel, rows, present, sinks))
     return out
 
 
@@ -115,7 +117,7 @@ def _parts(ps: Pass) -> tuple[Pass, ...]:
 
 
 def _attention_op(name, layers, ps: Pass, window, heads, score_dim, value_dim, kv_elems_per_pos, q_elems, out_elems,
-                  dt: Dtypes, kernel: str, rows, present) -> OpCost:
+                  dt: Dtypes, kernel: str, rows, present, sinks: bool = False) -> OpCost:
     a = DTYPE_BYTES[dt.act]
     kvb = DTYPE_BYTES[dt.kv]
     scores = heads * ps.pairs(window)
@@ -129,7 +131,8 @@ def _attention_op(name, layers, ps: Pass, window, heads, score_dim, value_dim, k
     return OpCost(
         name, "attention", layers,
         attention_flops=2.0 * scores * (score_dim + value_dim),
-        other_flops=SOFTMAX_FLOPS * scores,
+        other_flops=SOFTMAX_FLOPS * (scores + (heads * ps.tokens if sinks else 0.0)),
+        weight_bytes=np.float64(heads * a if sinks else 0.0) * present,
         kv_read_bytes=ps.attended(window) * kv_elems_per_pos * kvb,
         kv_write_bytes=ps.tokens * kv_elems_per_pos * kvb,
         act_read_bytes=act_r,
@@ -164,7 +167,8 @@ def standard_attention_ops(model: ModelSpec, ps: Pass, dt: Dtypes, layers: int, 
         ops.append(_elementwise("rope" + suffix, layers, e, e, ROPE_FLOPS, dt))
     calls = attention_calls(ps, window, Hq, Hkv, D)
     ops += [replace(op, calls=calls) for op in _attention_core("attention" + suffix, layers, ps, window, Hq, D, D,
-                                                              2 * Hkv * D, Hq * D + 2 * Hkv * D, Hq * D, dt, kernel)]
+                                                              2 * Hkv * D, Hq * D + 2 * Hkv * D, Hq * D, dt, kernel,
+                                                              a.sinks)]
     ops.append(_linear("o_proj" + suffix, layers, tok, Hq * D, H, dt, bias=a.o_bias))
     return ops
 
@@ -246,7 +250,10 @@ def moe_ops(model: ModelSpec, tok, dt: Dtypes, layers: int, par: Parallel) -> li
     Fe = m.expert_intermediate_size / par.expert_tp
     a = DTYPE_BYTES[dt.act]
     expert_params = model.mlp_params(m.expert_intermediate_size) / par.expert_tp  # with biases
-    matmul_params = model.mlp.matrices * H * Fe  # the weights multiplied (biases are added)
+    matmul_params = model.mlp_matrix_params(m.expert_intermediate_size) / par.expert_tp  # multiplied (biases added)
+    # matrices at the weight dtype with its scales; biases stay unquantized (ModelSpec.quantized_params)
+    expert_bytes = matmul_params * dt.weight_bytes_per_param() + (expert_params - matmul_params) * DTYPE_BYTES[
+        dt.unquantized(model)]
     touched = busiest_experts(E, k, par.ep, tok, par.imbalance)
     routed_tok = tok * k * par.imbalance / par.ep
     routed = OpCost(
@@ -254,7 +261,7 @@ def moe_ops(model: ModelSpec, tok, dt: Dtypes, layers: int, par: Parallel) -> li
         linear_flops=2.0 * routed_tok * matmul_params,
         # activation, weighted sum of outputs, and any bias adds
         other_flops=routed_tok * (SILU_MUL_FLOPS * Fe + H + (expert_params - matmul_params)),
-        weight_bytes=touched * expert_params * dt.weight_bytes_per_param(),
+        weight_bytes=touched * expert_bytes,
         act_read_bytes=routed_tok * (H + 2 * Fe) * a,
         act_write_bytes=routed_tok * (3 * Fe + H) * a,
         rows=routed_tok / np.maximum(touched, 1e-9),  # tokens per expert GEMM
@@ -263,14 +270,14 @@ def moe_ops(model: ModelSpec, tok, dt: Dtypes, layers: int, par: Parallel) -> li
         calls=expert_calls(model, routed_tok / np.maximum(touched, 1e-9), H, Fe, touched, a, tok * k / par.ep),
     )
     ops = [
-        _linear("moe.router", layers, tok, H, E, dt, bias=m.router_bias),
+        _linear("moe.router", layers, tok, H, E, dt.of_weights(model), bias=m.router_bias),
         _elementwise("moe.topk", layers, tok * E, tok * k, 2, dt),
         routed,
     ]
     if m.num_shared_experts:
         ops += mlp_ops(model, tok, dt, layers, m.num_shared_experts * m.shared_intermediate / par.tp, "moe.shared")
         if m.shared_expert_gate:
-            ops.append(_linear("moe.shared_gate", layers, tok, H, 1, dt))
+            ops.append(_linear("moe.shared_gate", layers, tok, H, 1, dt.of_weights(model)))
     return ops
 
 
@@ -296,17 +303,19 @@ def pass_ops(model: ModelSpec, ps: Pass, dt: Dtypes, attention_kernel: str = "fu
     if n_norms:
         ops.append(_norm("norms", L * n_norms, tok, H, model, dt))
     # Attention, split by sliding vs global layers.
+    # Weights outside the experts are read at the dtype the checkpoint keeps them in (Dtypes.of_weights).
     attn = mla_attention_ops if model.attention.kind == "mla" else standard_attention_ops
+    adt = dt.of_weights(model)
     n_slide = int(model.sliding_layers.sum())
     if L - n_slide:
-        ops += attn(model, ps, dt, L - n_slide, None, attention_kernel, par)
+        ops += attn(model, ps, adt, L - n_slide, None, attention_kernel, par)
     if n_slide:
-        ops += attn(model, ps, dt, n_slide, model.attention.sliding_window, attention_kernel, par,
+        ops += attn(model, ps, adt, n_slide, model.attention.sliding_window, attention_kernel, par,
                     suffix=".local" if n_slide < L else "")
     # MLP, split by dense vs MoE layers.
     n_moe = int(model.moe_layers.sum())
     if L - n_moe and model.mlp.kind != "none":
-        ops += mlp_ops(model, tok, dt, L - n_moe, model.mlp.intermediate_size / par.tp)
+        ops += mlp_ops(model, tok, adt, L - n_moe, model.mlp.intermediate_size / par.tp)
     if n_moe:
         ops += moe_ops(model, tok, dt, n_moe, par)
     residuals = 2 if model.mlp.kind != "none" else 1
@@ -315,8 +324,7 @@ def pass_ops(model: ModelSpec, ps: Pass, dt: Dtypes, attention_kernel: str = "fu
     out_tok = ps.logit_rows
     if model.norm != "none":
         ops.append(_norm("final_norm", 1, out_tok, H, model, dt))
-    head_dt = Dtypes(dt.unquantized(model), dt.kv, dt.act, dt.group_size)
-    ops.append(_linear("lm_head", 1, out_tok, H, V / par.tp, head_dt))
+    ops.append(_linear("lm_head", 1, out_tok, H, V / par.tp, dt.unquantized_dtypes(model)))
     # Sampling: greedy argmax over the fp32 logits (the vocab slice, under TP).
     ops.append(OpCost("sample", "other", 1, other_flops=out_tok * V / par.tp,
                       act_read_bytes=out_tok * V / par.tp * 4.0, act_write_bytes=out_tok * 8.0, peak="vector"))

@@ -171,29 +171,50 @@ def sharded_weight_bytes(model: ModelSpec, weight_bytes_per_param: float, base_b
     """Weights held by the busiest GPU: its stage's layers (ceil(L / PP)) sharded by TP,
     plus the vocab-parallel embedding and lm_head (V*H / TP each, on the first and last
     stage; both on one GPU when PP = 1). Replicated pieces: norms, MoE routers, MLA's
-    down projections, and K/V projections when TP > Hkv."""
+    down projections, and K/V projections when TP > Hkv. The weights the checkpoint
+    quantises (ModelSpec.quantized_params: matmul matrices, or the experts' alone) take
+    ``weight_bytes_per_param``; biases, norms, sinks and the rest take ``base_bytes``."""
     a, H, tp = model.attention, model.hidden_size, par.tp
     if a.kind == "mla":
         rq, rkv, dn, dr, dv, Hq = (a.q_lora_rank, a.kv_lora_rank, a.qk_nope_head_dim, a.qk_rope_head_dim,
                                    a.v_head_dim, a.num_heads)
-        q = H * Hq * (dn + dr) / tp if rq is None else H * rq + rq + rq * Hq * (dn + dr) / tp
-        attn = q + H * (rkv + dr) + rkv + rkv * Hq * (dn + dv) / tp + Hq * dv * H / tp
+        q = H * Hq * (dn + dr) / tp if rq is None else H * rq + rq * Hq * (dn + dr) / tp
+        attn = q + H * (rkv + dr) + rkv * Hq * (dn + dv) / tp + Hq * dv * H / tp
+        attn_rest = (rq or 0) + rkv + (Hq / tp if a.sinks else 0)  # latent norms replicated
     else:
-        full = model.attention_params()
         kv = 2 * H * a.num_kv_heads * a.head_dim
-        attn = (full - kv) / tp + kv * kv_heads_per_gpu(model, tp) / a.num_kv_heads
+        attn = (model.attention_matrix_params() - kv) / tp + kv * kv_heads_per_gpu(model, tp) / a.num_kv_heads
+        attn_rest = (model.attention_params() - model.attention_matrix_params()) / tp
     moe_layers = model.moe_layers
     n_moe = int(moe_layers.sum())
-    b = model.param_breakdown()
-    dense_mlp = b["mlp"] / max(model.num_layers - n_moe, 1) / tp
-    moe = ((b["routed_experts"] + b["shared_experts"]) / tp + b["router"]) / max(n_moe, 1)
-    per_layer_linear = attn + np.where(moe_layers, moe, dense_mlp)
+    dense = model.mlp_matrix_params() / tp
+    dense_rest = (model.mlp_params() - model.mlp_matrix_params()) / tp
+    moe = moe_rest = router = 0.0
+    if model.moe is not None:
+        m = model.moe
+        b = model.param_breakdown()
+        experts = (m.num_experts * model.mlp_matrix_params(m.expert_intermediate_size)
+                   + m.num_shared_experts * model.mlp_matrix_params(m.shared_intermediate))
+        gate = H if m.shared_expert_gate else 0  # a matmul, counted in shared_experts
+        experts_bias = (b["routed_experts"] + b["shared_experts"]) / n_moe - experts - gate
+        router = H * m.num_experts + gate  # replicated matrices
+        moe = experts / tp
+        moe_rest = experts_bias / tp + b["router"] / n_moe - H * m.num_experts  # + the router's bias
+    if model.quantized == "experts":  # attention, router and dense MLPs stay unquantized
+        attn_rest, attn = attn_rest + attn, 0.0
+        dense_rest, dense = dense_rest + dense, 0.0
+        moe_rest += router
+    else:
+        moe += router
+    quant = attn + np.where(moe_layers, moe, dense)
+    rest = attn_rest + np.where(moe_layers, moe_rest, dense_rest)
+    per_layer = quant * weight_bytes_per_param + rest * base_bytes
     norms = model.norms_per_layer * model.norm_params() if model.norm != "none" else 0
     stage_layers = math.ceil(model.num_layers / par.pp)
     # the heaviest stage: the most expensive run of stage_layers consecutive layers
-    cums = np.concatenate([[0.0], np.cumsum(per_layer_linear)])
+    cums = np.concatenate([[0.0], np.cumsum(per_layer)])
     heaviest = max(cums[i + stage_layers] - cums[i] for i in range(0, model.num_layers - stage_layers + 1))
     vocab = model.vocab_size * H / tp
     ends = vocab * (1 if model.tie_embeddings or par.pp > 1 else 2)
     ends += model.param_breakdown()["position_embedding"] + (model.norm_params() if model.norm != "none" else 0)
-    return float(heaviest * weight_bytes_per_param + (stage_layers * norms + ends) * base_bytes)
+    return float(heaviest + (stage_layers * norms + ends) * base_bytes)

@@ -87,7 +87,7 @@ def precision_class(weight_dtype: str | None, compute_dtype: str | None) -> str:
     w, c = weight_dtype or "", compute_dtype or weight_dtype or ""
     if c == "fp8" or (w == "fp8" and not compute_dtype):
         return "fp8"
-    if w == "fp4":
+    if w in ("fp4", "mxfp4"):
         return "fp4"
     if w in ("int8", "int4"):
         return "int-weight"

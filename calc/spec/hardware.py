@@ -238,6 +238,7 @@ class HardwareSpec(_Spec):
         kernel would run it (an A100 has no fp8: fp8 weights run bf16 matmuls)."""
         order = {
             "fp4": ("fp4", "fp8", "bf16", "fp16", "fp32"),
+            "mxfp4": ("mxfp4", "fp4", "fp8", "bf16", "fp16", "fp32"),
             "int4": ("int4", "int8", "bf16", "fp16", "fp32"),
             "fp8": ("fp8", "bf16", "fp16", "fp32"),
             "int8": ("int8", "bf16", "fp16", "fp32"),

@@ -14,7 +14,13 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from calc.core import limits as lim
-from calc.core.units import DEFAULT_GROUP_SIZE, DTYPE_BYTES, GROUP_SCALED, canonical_dtype, serving_dtype
+from calc.core.units import (
+    DEFAULT_GROUP_SIZE,
+    DTYPE_BYTES,
+    canonical_dtype,
+    serving_dtype,
+    weight_bytes_per_param,
+)
 from calc.spec.base import SpecModel
 
 
@@ -40,6 +46,9 @@ class AttentionSpec(_Spec):
     o_bias: bool = False
     fused_qkv: bool = False
     qk_norm: bool = False
+    # Attention sinks (gpt-oss): one learned logit per query head joins each softmax as an extra
+    # column; Hq params a layer, one more softmax term per query and head, nothing cached.
+    sinks: bool = False
     # MLA (kind: mla); q_lora_rank may be absent (DeepSeek-V2-Lite projects q directly)
     q_lora_rank: int | None = Field(default=None, gt=0, le=lim.MAX_DIM)
     kv_lora_rank: int | None = Field(default=None, gt=0, le=lim.MAX_DIM)
@@ -152,6 +161,9 @@ class ModelSpec(_Spec):
     # The dtype the checkpoint ships its decoder matmul weights in when that differs from
     # ``dtype`` (DeepSeek-V3: fp8 per quantization_config); None: ``dtype``. The default weight dtype.
     weight_dtype: str | None = None
+    # Which weights the weight dtype covers: every decoder matmul (linear) or the experts' alone
+    # (experts: gpt-oss's MXFP4 checkpoint keeps attention and router at ``dtype``).
+    quantized: Literal["linear", "experts"] = "linear"
     norm: Literal["rmsnorm", "layernorm", "none"] = "rmsnorm"
     norms_per_layer: int = Field(default=2, ge=0, le=16)
     position_embedding: Literal["rope", "learned", "none"] = "rope"
@@ -190,6 +202,8 @@ class ModelSpec(_Spec):
             raise ValueError("moe needs an mlp kind (gated or plain) for its experts")
         if self.moe is not None and self.moe.first_dense_layers >= self.num_layers:
             raise ValueError("moe.first_dense_layers must be below num_layers")
+        if self.quantized == "experts" and self.moe is None:
+            raise ValueError("quantized: experts needs a moe block")
         return self
 
     # ----- layer layout
@@ -224,36 +238,46 @@ class ModelSpec(_Spec):
 
     # ----- parameters
 
-    def attention_params(self) -> int:
-        """One layer's attention weights.
+    def attention_matrix_params(self) -> int:
+        """One layer's attention matmul weights (no biases, norms or sinks).
 
-        standard: H*(Hq+2Hkv)*D + Hq*D*H (+ biases, + q/k norms of D each)
-        mla:      q: H*Hq*(dn+dr) or H*rq + rq + rq*Hq*(dn+dr);
-                  kv: H*(rkv+dr) + rkv + rkv*Hq*(dn+dv);  o: Hq*dv*H
+        standard: H*(Hq+2Hkv)*D + Hq*D*H
+        mla:      q: H*Hq*(dn+dr) or H*rq + rq*Hq*(dn+dr);  kv: H*(rkv+dr) + rkv*Hq*(dn+dv);  o: Hq*dv*H
         """
         a, H = self.attention, self.hidden_size
         Hq = a.num_heads
         if a.kind == "mla":
             rq, rkv = a.q_lora_rank, a.kv_lora_rank
             dn, dr, dv = a.qk_nope_head_dim, a.qk_rope_head_dim, a.v_head_dim
-            q = H * Hq * (dn + dr) if rq is None else H * rq + rq + rq * Hq * (dn + dr)
-            kv = H * (rkv + dr) + rkv + rkv * Hq * (dn + dv)
-            return q + kv + Hq * dv * H
-        Hkv, D = a.num_kv_heads, a.head_dim
-        n = H * (Hq + 2 * Hkv) * D + Hq * D * H
+            q = H * Hq * (dn + dr) if rq is None else H * rq + rq * Hq * (dn + dr)
+            return q + H * (rkv + dr) + rkv * Hq * (dn + dv) + Hq * dv * H
+        return H * (Hq + 2 * a.num_kv_heads) * a.head_dim + Hq * a.head_dim * H
+
+    def attention_params(self) -> int:
+        """One layer's attention weights: attention_matrix_params plus, standard, biases
+        ((Hq+2Hkv)*D and H) and q/k norms (D each); mla, its latent norms (rq, rkv); and one
+        sink logit per query head (Hq) where the model has sinks."""
+        a = self.attention
+        n = self.attention_matrix_params() + (a.num_heads if a.sinks else 0)
+        if a.kind == "mla":
+            return n + (a.q_lora_rank or 0) + a.kv_lora_rank
+        Hq, Hkv, D = a.num_heads, a.num_kv_heads, a.head_dim
         n += (Hq + 2 * Hkv) * D if a.qkv_bias else 0
-        n += H if a.o_bias else 0
+        n += self.hidden_size if a.o_bias else 0
         n += 2 * D if a.qk_norm else 0
         return n
 
+    def mlp_matrix_params(self, intermediate: int | None = None) -> int:
+        """Matmul weights of the dense MLP (or one expert) of width F: matrices * H * F."""
+        F = intermediate if intermediate is not None else self.mlp.intermediate_size
+        return 0 if self.mlp.kind == "none" else self.mlp.matrices * self.hidden_size * F
+
     def mlp_params(self, intermediate: int | None = None) -> int:
-        """Dense MLP (or one expert) of width F: matrices * H * F (+ biases)."""
+        """Dense MLP (or one expert) of width F: matrices * H * F (+ biases: (matrices-1)*F + H)."""
         m, H = self.mlp, self.hidden_size
         F = intermediate if intermediate is not None else m.intermediate_size
-        if m.kind == "none":
-            return 0
-        n = m.matrices * H * F
-        if m.bias:
+        n = self.mlp_matrix_params(F)
+        if m.bias and m.kind != "none":
             n += (m.matrices - 1) * F + H
         return n
 
@@ -298,31 +322,34 @@ class ModelSpec(_Spec):
         unused = (m.num_experts - m.experts_per_token) * self.mlp_params(m.expert_intermediate_size)
         return self.params_total - int(self.moe_layers.sum()) * unused
 
-    def linear_params(self) -> int:
-        """Weights held in the decoder's matmuls (attention, MLP, router, experts); what
-        weight quantisation applies to. Embeddings, lm_head and norms are the rest."""
-        b = self.param_breakdown()
-        return sum(b[k] for k in ("attention", "mlp", "router", "routed_experts", "shared_experts"))
+    def quantized_params(self) -> int:
+        """Weights the weight dtype covers: the matrices of the decoder's matmuls (quantized
+        linear: attention, dense MLP, router, experts) or of the experts alone (experts).
+        Biases, norms, sinks, embeddings and lm_head stay at the model's dtype, as FP8, AWQ,
+        GPTQ and gpt-oss's MXFP4 checkpoints ship them."""
+        L, H, m = self.num_layers, self.hidden_size, self.moe
+        n_moe = int(self.moe_layers.sum())
+        experts = 0
+        if m is not None:
+            experts = n_moe * (m.num_experts * self.mlp_matrix_params(m.expert_intermediate_size)
+                               + m.num_shared_experts * self.mlp_matrix_params(m.shared_intermediate))
+        if self.quantized == "experts":
+            return experts
+        router = 0 if m is None else n_moe * H * (m.num_experts + (1 if m.shared_expert_gate else 0))
+        return L * self.attention_matrix_params() + (L - n_moe) * self.mlp_matrix_params() + router + experts
 
     def weight_bytes(self, weight_dtype: str | None = None, group_size: int = DEFAULT_GROUP_SIZE) -> float:
-        """Bytes of all weights for serving at ``weight_dtype``.
-
-        The decoder's matmul weights take the weight dtype; embeddings, lm_head and
-        norms stay at the model's dtype, as FP8/AWQ/GPTQ checkpoints ship them.
-        int4/int8/fp4 weights add one fp16 scale per ``group_size`` weights
-        (2 / group_size bytes per weight); fp8 uses per-tensor scales (negligible).
-        """
+        """Bytes of all weights for serving at ``weight_dtype``: quantized_params at the weight
+        dtype with its scales (calc.core.units.weight_bytes_per_param: int8/int4/fp4 one fp16
+        scale per ``group_size``, mxfp4 one byte per 32), the rest at the model's dtype."""
         wd = canonical_dtype(weight_dtype or self.default_weight_dtype)
         base = DTYPE_BYTES[self.serving_dtype]
-        linear = self.linear_params()
-        rest = self.params_total - linear
-        per_weight = DTYPE_BYTES[wd]
-        if wd in GROUP_SCALED:
-            per_weight += 2.0 / group_size
+        per_weight = weight_bytes_per_param(wd, group_size)
         if DTYPE_BYTES[wd] >= base:
             # An up-cast (e.g. fp32 weights) applies to everything.
             return self.params_total * per_weight
-        return linear * per_weight + rest * base
+        q = self.quantized_params()
+        return q * per_weight + (self.params_total - q) * base
 
     # ----- KV cache
 
