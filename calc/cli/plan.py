@@ -109,7 +109,7 @@ def plan_bands(wl, robust: bool):
         return None
     (table, source), = tables.values()
     targets = wl.spec.slo.targets()
-    d = wl.spec.dtypes
+    d = wl.spec.dtype_choices[0]  # the robust search's floors: at the first dtypes listed
     dt = Dtypes.resolve(wl.model, d.weight, d.kv, d.compute)
     searched = robust_targets(targets, table, wl.hardware, dt) if robust else {}
     return PlanBands(table, source, targets, robust, searched)

@@ -249,6 +249,11 @@ def _engine_text(name: str, s) -> str:
             f"{graphs}, watermark {s.watermark:g}")
 
 
+def _choices_text(spec) -> str:
+    return "; ".join(", ".join(f"{k} {v}" for k, v in c.model_dump(exclude_none=True).items()) or "the model's"
+                     for c in spec.dtype_choices)
+
+
 def _workload_rows(plan: Plan) -> list[list[str]]:
     wl, spec = plan.workload, plan.workload.spec
     dt = plan.dtypes
@@ -259,7 +264,8 @@ def _workload_rows(plan: Plan) -> list[list[str]]:
     rows = [
         ["model", f"{wl.model.name} ({render.count(wl.model.params_total)} parameters, "
                   f"{render.count(wl.model.params_active)} active)"],
-        ["dtypes", f"weights {dt.weight}, KV cache {dt.kv}, compute {dt.compute}"],
+        ["dtypes", f"weights {dt.weight}, KV cache {dt.kv}, compute {dt.compute}"
+                   + (f" (the answer's; searched: {_choices_text(spec)})" if len(spec.dtype_choices) > 1 else "")],
         ["arrivals", _arrival_text(plan)],
         ["prompt tokens", src or _dist_text(spec.prompt_len)],
         ["  sampled", _sample_text(plan.prompt_len)],
@@ -272,7 +278,9 @@ def _workload_rows(plan: Plan) -> list[list[str]]:
                        + (f"{spec.cluster.gpus_per_node} GPUs per node; " if max(spec.tp) * max(spec.pp)
                           > spec.cluster.gpus_per_node else "") +
                        f"max batch {', '.join(map(str, sorted(set(spec.max_batch))))}; up to {spec.max_gpus} GPUs"],
-        ["engine", _engine_text(preset.name if preset else "default", s)],
+        ["engine", _engine_text(preset.name if preset else "default", s)
+                   + (f" (the answer's; searched: {', '.join(e.name if e else 'default' for e in wl.engines)})"
+                      if len(wl.engines) > 1 else "")],
         ["simulation", f"{int(plan.requests):,} requests per configuration, seed {spec.seed}"],
     ]
     return rows

@@ -31,7 +31,7 @@ KEY_HELP = {
     "description": "free text shown in the report",
     "model": "catalog name (`roofline models`), a model YAML or a Hugging Face config.json",
     "hardware": "candidate accelerators (`roofline hardware`), each searched",
-    "dtypes": "weight / KV / compute dtypes (default: the model's)",
+    "dtypes": "weight / KV / compute dtypes (default: the model's); a list of them is searched together",
     "arrival": "the load: `rate_per_s` (open loop) or `concurrency` (closed loop)",
     "prompt_len": "prompt tokens per request: a length distribution (`dist: fixed|uniform|normal|lognormal`)",
     "output_len": "output tokens per request: a length distribution",
@@ -45,7 +45,8 @@ KEY_HELP = {
     "max_batch": "engine caps on running sequences to search",
     "chunk_tokens": "chunked-prefill token budgets to search (default: serving.max_batched_tokens)",
     "prices": "USD per GPU-hour by hardware name, over the catalog's; `plan --price NAME=USD` overrides",
-    "engine": "an engine preset (`roofline engines`) or a preset file (`compare --fit`); default: the profile's own",
+    "engine": "an engine preset (`roofline engines`) or a preset file (`compare --fit`), or a list of them searched "
+              "together; default: the profile's own",
     "serving": "the engine's scheduler knobs (calc/spec/scheduler.py names them: token budget, running cap, KV share, prefill policy, preemption, CUDA-graph cap), over the preset's",
     "engine_args": "the engine's own argument names over its scheduler (vLLM: max_num_batched_tokens, gpu_memory_utilization; SGLang: chunked_prefill_size, mem_fraction_static; ...), checked against the preset",
     "requests": "requests simulated per configuration",

@@ -69,6 +69,21 @@ class _Search:
         self.done: dict[tuple, list[Trial]] = {}  # (hardware, TP, chunk, speculating, replicas) -> trials
         self.spec = speculative_config(wl, dt)
 
+    def choices(self):
+        """(dtypes, speculative config, label note, hardware under an engine) for every dtype
+        choice x hardware x engine preset the workload searches (the note names the dtypes and
+        engine when the workload lists several)."""
+        wl, model = self.wl, self.wl.model
+        picks = wl.spec.dtype_choices
+        for d in picks:
+            dt = Dtypes.resolve(model, d.weight, d.kv, d.compute)
+            sp = self.spec if dt == self.dt else speculative_config(wl, dt)
+            dnote = f", {dt.weight} weights, {dt.kv} KV" if len(picks) > 1 else ""
+            for hw in wl.hardware:
+                for h in wl.under_each_engine(hw):
+                    enote = f", {h.preset.name if h.preset else 'default'}" if len(wl.engines) > 1 else ""
+                    yield dt, sp, enote + dnote, h
+
     def prefix_for(self, block_size: int):
         """The cached prompt tokens and the shared prefix's pages, at a KV page size."""
         if block_size not in self._prefixes:
@@ -134,7 +149,8 @@ class _Search:
 
 
 def _key(rep: Replica, R: int) -> tuple:
-    return rep.hw.name, rep.tp, rep.pp, rep.ep, rep.serving.max_batched_tokens, rep.spec is not None, R
+    preset = rep.hw.preset.name if rep.hw.preset else None
+    return rep.hw.name, preset, rep.dt, rep.tp, rep.pp, rep.ep, rep.serving.max_batched_tokens, rep.spec is not None, R
 
 
 def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float | None = None,
@@ -144,16 +160,16 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
     ``progress(done, total, label)`` after each candidate."""
     t0 = time.perf_counter()
     spec, model = wl.spec, wl.model
-    d = spec.dtypes
-    dt = Dtypes.resolve(model, d.weight, d.kv, d.compute)
-    search = _Search(wl, requests, dt)
+    d = spec.dtype_choices[0]  # the first dtypes: disaggregation and the bands are searched at them
+    dt0 = Dtypes.resolve(model, d.weight, d.kv, d.compute)
+    search = _Search(wl, requests, dt0)
     T, G = search.T, search.G
     options: list[Option] = []
     candidates = []
     longest = int((T + G - 1).max())
     splits = [(tp, pp, ep) for tp in sorted(set(spec.tp)) for pp in sorted(set(spec.pp)) for ep in sorted(set(spec.ep))
               if ep == 1 or (model.moe is not None and tp % ep == 0)]
-    for hw0 in wl.hardware:
+    for dt, spec_cfg, tag, hw0 in search.choices():
         price = wl.price_per_gpu_hour(hw0)
         serving0 = wl.serving_for(hw0)  # the engine's scheduler on this GPU, with the workload's overrides
         chunks = sorted(set(spec.chunk_tokens or [serving0.max_batched_tokens]))
@@ -164,7 +180,7 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
             gpus, nodes, hw = tp * pp, -(-tp * pp // spec.cluster.gpus_per_node), hw0
             if nodes > 1:
                 hw = across_nodes(hw0, spec.cluster)
-            opt = Option(hw, tp, None, price, pp, ep, nodes)
+            opt = Option(hw, tp, None, price, pp, ep, nodes, note=tag)
             if gpus > spec.max_gpus:
                 opt.reason, opt.kind = f"{gpus} GPUs per replica exceed max_gpus ({spec.max_gpus})", "gpus"
                 options.append(opt)
@@ -174,10 +190,10 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
                 opt.reason, opt.kind = f"cannot split: {why}", "split"
                 options.append(opt)
                 continue
-            for chunk, sp in ((c, v) for c in chunks for v in ([None, search.spec] if search.spec else [None])):
+            for chunk, sp in ((c, v) for c in chunks for v in ([None, spec_cfg] if spec_cfg else [None])):
                 serving = serving0 if chunk == serving0.max_batched_tokens else \
                     serving0.model_copy(update={"max_batched_tokens": chunk})
-                note = (f", chunk {chunk:,}" if len(chunks) > 1 else "") + (", speculative" if sp else "")
+                note = tag + (f", chunk {chunk:,}" if len(chunks) > 1 else "") + (", speculative" if sp else "")
                 opt = Option(hw, tp, None, price, pp, ep, nodes, note=note)
                 base = Replica(model, hw, tp, max(batches), dt, serving, spec=sp, pp=pp, ep=ep, nodes=nodes)
                 kv = base.kv
@@ -253,9 +269,9 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
                         f"{last.why()}")
             o.kind = "slo"
     progress(len(candidates), len(candidates), f"{search.sims} simulations")
-    disagg = search_disagg(wl, dt, T, G, search.gaps, search.targets,
+    disagg = search_disagg(wl, dt0, T, G, search.gaps, search.targets,
                            search.prefix if search.prefix.cached.any() else None)
-    result = Plan(wl, options, time.perf_counter() - t0, search.sims + 2 * len(disagg), dt, T, G, disagg=tuple(disagg))
+    result = Plan(wl, options, time.perf_counter() - t0, search.sims + 2 * len(disagg), dt0, T, G, disagg=tuple(disagg))
     chosen = result.chosen
     if chosen is not None and search.prefix.cached.any():
         a = spec.arrival
@@ -266,8 +282,9 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
                                                                                       * chosen.replica.pp)))
         result = replace(result, prefix_effect=effect, wall_s=time.perf_counter() - t0)
     shown = result.chosen or result.closest
-    if shown is not None:
-        result = replace(result, what_if=what_if(shown, dt), wall_s=time.perf_counter() - t0)
+    if shown is not None:  # the dtypes of what it shows (one of the choices searched)
+        result = replace(result, dtypes=shown.replica.dt, what_if=what_if(shown, shown.replica.dt),
+                         wall_s=time.perf_counter() - t0)
     if search.spec is not None:
         result = replace(result, spec_effect=_spec_effect(wl, result), wall_s=time.perf_counter() - t0)
     return result

@@ -137,13 +137,16 @@ class DtypeChoice(_Spec):
         return None if v is None else canonical_dtype(v)
 
 
+MAX_CHOICES = 8  # dtypes or engines searched together
+
+
 class Workload(_Spec):
     # one line of at most 200 characters: it titles reports (a 1 MB name made --out take minutes)
     name: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")
     description: str = Field(default="", max_length=10_000)
     model: str
     hardware: list[str] = Field(min_length=1)
-    dtypes: DtypeChoice = DtypeChoice()
+    dtypes: DtypeChoice | list[DtypeChoice] = DtypeChoice()  # a list: each searched
     arrival: Arrival
     prompt_len: Length | None = None
     output_len: Length | None = None
@@ -157,7 +160,7 @@ class Workload(_Spec):
     max_batch: list[Annotated[int, Field(ge=1, le=lim.MAX_BATCH)]] = Field(default=[16, 32, 64, 128, 256, 512], min_length=1, max_length=256)
     chunk_tokens: list[Annotated[int, Field(ge=1, le=lim.MAX_TOKENS)]] | None = Field(default=None, min_length=1, max_length=64)  # chunked-prefill sizes to search
     prices: dict[str, Annotated[float, Field(gt=0, le=lim.MAX_PRICE_USD_H)]] = Field(default_factory=dict)
-    engine: str | None = None  # serving-engine preset (calc/data/engines.yaml); default: the profiles' own
+    engine: str | list[str] | None = None  # serving-engine preset(s) (calc/data/engines.yaml); default: the profiles' own
     serving: Serving = Serving()
     # the engine's own arguments (vLLM: max_num_batched_tokens, gpu_memory_utilization, ...; SGLang:
     # chunked_prefill_size, mem_fraction_static, ...), checked against the engine's preset
@@ -168,8 +171,24 @@ class Workload(_Spec):
     disaggregation: Disaggregation | None = None
     speculative: Speculative | None = None
 
+    @property
+    def dtype_choices(self) -> list[DtypeChoice]:
+        """The dtypes searched: the one block, or each of the list."""
+        return self.dtypes if isinstance(self.dtypes, list) else [self.dtypes]
+
+    @property
+    def engine_choices(self) -> list[str | None]:
+        """The engine presets searched: the one named (None: the profiles' own), or each of the list."""
+        return self.engine if isinstance(self.engine, list) else [self.engine]
+
     @model_validator(mode="after")
     def _check(self):
+        for key, values in (("dtypes", self.dtypes), ("engine", self.engine)):
+            if isinstance(values, list) and not 1 <= len(values) <= MAX_CHOICES:
+                raise ValueError(f"{key}: give 1 to {MAX_CHOICES} of them, got {len(values)}")
+        if isinstance(self.engine, list) and len(self.engine) > 1 and self.engine_args:
+            raise ValueError("engine_args are one engine's own names: with several engines, set the engine-neutral "
+                             "serving: fields instead")
         if self.trace is None and (self.prompt_len is None or self.output_len is None):
             raise ValueError("give prompt_len and output_len distributions, or a trace")
         if self.trace is not None and (self.prompt_len is not None or self.output_len is not None):
@@ -208,6 +227,8 @@ class LoadedWorkload:
     output_len: np.ndarray  # [n] tokens
     trace_rows: int | None = None  # rows in the trace, when lengths come from one
     draft: ModelSpec | None = None  # speculative.draft resolved
+    # the engine presets searched (engine: a list); ``hardware`` carries the first
+    engines: tuple = (None,)
 
     def user_scheduler_keys(self, hw: HardwareSpec) -> set[str]:
         """The scheduler fields the workload itself sets (``serving:`` keys, ``engine_args``) on ``hw``."""
@@ -228,11 +249,16 @@ class LoadedWorkload:
         return int(self.prompt_len.size)
 
     def price_per_gpu_hour(self, hw: HardwareSpec) -> float | None:
-        """USD per GPU-hour: the workload's override, else the profile's, else None (unknown)."""
+        """USD per GPU-hour: the workload's override, else the profile's, else None (unknown).
+        ``hw``: one of ``hardware``, under any engine preset (matched by name)."""
         for ref, h in zip(self.spec.hardware, self.hardware, strict=True):
-            if h is hw and ref in self.spec.prices:
+            if h.name == hw.name and ref in self.spec.prices:
                 return self.spec.prices[ref]
         return hw.price.usd_per_hour if hw.price is not None else None
+
+    def under_each_engine(self, hw: HardwareSpec) -> list[HardwareSpec]:
+        """``hw`` under each engine preset the workload searches."""
+        return [hw if e is None else hw.with_engine(e) for e in self.engines]
 
 
 
@@ -299,25 +325,29 @@ def resolve(spec: Workload, path: Path | None = None) -> LoadedWorkload:
             hardware.append(load_hardware(_resolve_ref(ref, base)))
         except SpecError as exc:
             raise SpecError(where, f"hardware.{i}", str(exc)) from None
-    try:
-        preset = None if spec.engine is None else load_engine(_resolve_engine(spec.engine, base), "engine")
-        hardware = [h.with_engine(preset) for h in hardware]
-    except SpecError as exc:
-        raise SpecError(where, "engine", exc.problem) from None
+    presets = []
+    for i, ref in enumerate(spec.engine_choices):
+        key = "engine" if not isinstance(spec.engine, list) else f"engine.{i}"
+        try:
+            presets.append(None if ref is None else load_engine(_resolve_engine(ref, base), key))
+        except SpecError as exc:
+            raise SpecError(where, key, exc.problem) from None
+    hardware = [h.with_engine(presets[0]) for h in hardware]
     if spec.requests > lim.max_requests():
         raise SpecError(where, "requests", lim.too_many("requests", spec.requests, lim.max_requests(), lim.REQUESTS_ENV))
     # the configurations the planner may simulate: hardware x TP x PP x EP x max batch x chunk size,
     # twice with speculative decoding (searched with and without)
-    configs = (len(spec.hardware) * len(set(spec.tp)) * len(set(spec.pp)) * len(set(spec.ep))
+    configs = (len(spec.hardware) * len(presets) * len(spec.dtype_choices) * len(set(spec.tp)) * len(set(spec.pp)) * len(set(spec.ep))
                * len(set(spec.max_batch)) * len(set(spec.chunk_tokens or [0]))
                * (2 if spec.speculative is not None else 1))
     if spec.requests * configs > lim.max_simulated():
         raise SpecError(where, "requests", lim.too_many(
             f"simulated requests ({spec.requests:,} x {configs:,} candidate configurations)",
             spec.requests * configs, lim.max_simulated(), lim.SIMULATED_ENV))
-    loaded_probe = LoadedWorkload(spec, path, model, tuple(hardware), np.zeros(0), np.zeros(0))
+    loaded_probe = LoadedWorkload(spec, path, model, tuple(hardware), np.zeros(0), np.zeros(0), engines=tuple(presets))
     for h in hardware:  # the engine arguments, checked against each GPU's engine now (errors name this file)
-        loaded_probe.serving_for(h)
+        for e in loaded_probe.under_each_engine(h):
+            loaded_probe.serving_for(e)
     T, G, rows = sample_lengths(spec, base, where)
     held = T + G - 1
     over = held > model.max_context
@@ -342,4 +372,4 @@ def resolve(spec: Workload, path: Path | None = None) -> LoadedWorkload:
         if draft.vocab_size != model.vocab_size:
             raise SpecError(where, "speculative.draft", f"{draft.name} has {draft.vocab_size} tokens, {model.name} "
                                                         f"{model.vocab_size}: a draft must share the vocabulary")
-    return LoadedWorkload(spec, path, model, tuple(hardware), T, G, rows, draft)
+    return LoadedWorkload(spec, path, model, tuple(hardware), T, G, rows, draft, tuple(presets))
