@@ -294,7 +294,7 @@ class Scheduler:
             # stop at the step during which the next request arrives (it can then be admitted);
             # steps only get longer as contexts grow, so the first step's time bounds the count
             t_arr = self.arrive[self.incoming[0]] - self.clock
-            t0 = self.timer.one(kv)[0] + self._extra_s(N)
+            t0 = self.timer.decode_s(kv) + self._extra_s(N)
             k = min(k, max(int(t_arr / t0) + 1, 1))
         times, shares = self.timer.decode_run(kv, ahead[:k])
         extra = self._extra_s(N)

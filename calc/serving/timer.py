@@ -31,9 +31,12 @@ from typing import Protocol
 
 import numpy as np
 
+from calc.serving.decodeline import decode_line
 from calc.serving.stepmodel import StepFeatures, StepModel
 
 _NONE = np.zeros(0)
+_STEPS = np.arange(1, 1 << 16)  # a plain timer's cumulative tokens per sequence (read-only slices)
+_STEPS.flags.writeable = False
 
 
 class StepTimer(Protocol):
@@ -49,6 +52,9 @@ class StepTimer(Protocol):
 
     def decode_run(self, kv, ahead, weight=None) -> tuple[np.ndarray, np.ndarray]:
         """Pure decode steps of the sequences at contexts ``kv`` [N] + ``ahead`` (one step per value)."""
+
+    def decode_s(self, kv) -> float:
+        """The time of one pure decode step of the sequences at contexts ``kv``: one(kv)[0], fast."""
 
     def step(self, kv, new=_NONE, past=_NONE, kv_weight=None, weight=None) -> tuple[np.ndarray, np.ndarray]:
         """Steps running the decoding sequences at ``kv`` and the chunks (new, past) [..., groups]."""
@@ -69,14 +75,21 @@ class PlainTimer:
     decode_slots: int = 1
 
     def emitted(self, clock: int, steps: int) -> np.ndarray:
-        return np.arange(1, steps + 1)
+        return _STEPS[:steps] if steps < _STEPS.size else np.arange(1, steps + 1)
 
     def emits(self, clock: int) -> int:
         return 1
 
     def decode_run(self, kv, ahead, weight=None):
         sm = self.steps
+        line = None if weight is not None else decode_line(sm, kv.size)
+        if line is not None:  # every layer global: piecewise linear in the total context (calc.serving.decodeline)
+            return line.run(float(np.add.reduce(kv)) + kv.size * np.asarray(ahead, float))
         return sm.time_and_shares(StepFeatures.decoding(sm.windows, kv, ahead, weight=weight), "decode")
+
+    def decode_s(self, kv) -> float:
+        line = decode_line(self.steps, kv.size)
+        return self.one(kv)[0] if line is None else line.time(float(np.add.reduce(kv)))
 
     def one(self, kv, chunk=(), past=()):
         sm = self.steps
@@ -113,9 +126,23 @@ class SpecTimer:
 
     def decode_run(self, kv, ahead, weight=None):
         t, d, k = self.target, self.draft, self.k
+        lt = None if weight is not None else decode_line(t, kv.size, k + 1)
+        ld = None if lt is None else decode_line(d, kv.size)
+        if ld is not None:  # calc.serving.decodeline: the verification and the draft's passes
+            s = float(np.add.reduce(kv))
+            u = s + kv.size * np.asarray(ahead, float)
+            (vt, vs), (dt, ds) = lt.run(u), ld.run(u)
+            return vt + k * dt, vs + k * ds
         vt, vs = t.time_and_shares(StepFeatures.decoding(t.windows, kv, ahead, k + 1, weight), "decode")
         dt, ds = d.time_and_shares(StepFeatures.decoding(d.windows, kv, ahead, weight=weight), "decode")
         return vt + k * dt, vs + k * ds
+
+    def decode_s(self, kv) -> float:
+        lt, ld = decode_line(self.target, kv.size, self.k + 1), decode_line(self.draft, kv.size)
+        if lt is None or ld is None:
+            return self.one(kv)[0]
+        s = float(np.add.reduce(kv))
+        return lt.time(s) + self.k * ld.time(s)
 
     def one(self, kv, chunk=(), past=()):
         t, d, k = self.target, self.draft, self.k
