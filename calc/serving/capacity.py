@@ -232,16 +232,25 @@ def _means(rep: Replica, T, G, chunk: float, prefix: CachedPrefix | None = None)
                   kp / kp.sum(), dctx, held.mean())
 
 
-def steady_state(rep: Replica, T, G, batch_cap: float | None = None, prefix: CachedPrefix | None = None) -> SteadyState:
+def steady_state(rep: Replica, T, G, batch_cap: float | None = None, prefix: CachedPrefix | None = None,
+                 memo: dict | None = None) -> SteadyState:
     """Closed form at saturation; ``batch_cap`` lowers N (a closed loop of fewer clients); ``prefix``:
-    the cached prompt tokens (prefill computes the rest) and the pages the shared prefix pins."""
+    the cached prompt tokens (prefill computes the rest) and the pages the shared prefix pins.
+    ``memo``: a dict kept across calls on the same (rep, T, G, prefix) (at_load's bisection), so the
+    means over the requests are taken once per chunk size."""
     kv = rep.kv
     budget = rep.serving.max_batched_tokens
     N = float(rep.max_batch)
-    final_pages = kv.pages_for(np.asarray(T) + np.asarray(G) - 1).mean()
+    memo = {} if memo is None else memo
+    if "final" not in memo:
+        final = np.asarray(T) + np.asarray(G) - 1
+        memo["final"] = kv.pages_for(final).mean(), kv.max_sequences(int(np.max(final)))
+    final_pages, longest = memo["final"]
     for _ in range(3):  # the chunk depends on N, N on the pages a request holds
         chunk = max(budget - (N - 1), 1.0)
-        mm = _means(rep, T, G, chunk, prefix)
+        mm = memo.get(chunk)
+        if mm is None:
+            mm = memo[chunk] = _means(rep, T, G, chunk, prefix)
         kv_n = (kv.pages - (prefix.shared_pages if prefix else 0)) / (mm.pages_life / (mm.kp + mm.D))
         N = min(float(rep.max_batch), kv_n, batch_cap or math.inf)
     limited = "max batch" if N >= rep.max_batch else ("KV cache" if N >= kv_n - 1e-9 else "clients")
@@ -263,7 +272,7 @@ def steady_state(rep: Replica, T, G, batch_cap: float | None = None, prefix: Cac
     t_d, t_m = float(t_d), float(t_m)
     step = f * t_m + (1 - f) * t_d
     return SteadyState(
-        pages=kv.pages, kv_sequences_longest=kv.max_sequences(int(np.max(np.asarray(T) + np.asarray(G) - 1))),
+        pages=kv.pages, kv_sequences_longest=longest,
         kv_concurrency_full=kv.pages / final_pages, kv_concurrency=kv_n, batch=N,
         limited_by=limited, requests_per_step=r, prefill_share=f, decode_step_s=t_d, mixed_step_s=t_m,
         step_s=step, requests_per_s=r / step, output_tokens_per_s=r * mm.G / step,
@@ -276,15 +285,16 @@ def at_load(rep: Replica, T, G, rate_per_s: float, prefix: CachedPrefix | None =
     """(steady state at an offered rate, utilisation = rate / saturation throughput).
     Below saturation N solves rate = throughput(N) (Little's law over the running batch);
     at or above it the state is the saturated one."""
-    sat = steady_state(rep, T, G, prefix=prefix)
+    memo: dict = {}
+    sat = steady_state(rep, T, G, prefix=prefix, memo=memo)
     util = rate_per_s / sat.requests_per_s
     if util >= 1:
         return sat, util
     lo, hi = 0.0, sat.batch
     for _ in range(40):
         mid = (lo + hi) / 2
-        if steady_state(rep, T, G, batch_cap=max(mid, 1e-6), prefix=prefix).requests_per_s < rate_per_s:
+        if steady_state(rep, T, G, batch_cap=max(mid, 1e-6), prefix=prefix, memo=memo).requests_per_s < rate_per_s:
             lo = mid
         else:
             hi = mid
-    return steady_state(rep, T, G, batch_cap=max(hi, 1e-6), prefix=prefix), util
+    return steady_state(rep, T, G, batch_cap=max(hi, 1e-6), prefix=prefix, memo=memo), util

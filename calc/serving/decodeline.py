@@ -50,12 +50,13 @@ class DecodeLine:
 
 def decode_line(sm: StepModel, N: int, rows: int = 1) -> DecodeLine | None:
     """The DecodeLine of N sequences adding ``rows`` positions each (None when a layer has a window)."""
-    if any(W is not None for W in sm.windows) or N <= 0:
-        return None
     key = ("decode_line", N, rows)
-    hit = sm.cache.get(key)
-    if hit is not None:
+    hit = sm.cache.get(key, sm)  # sm: not looked up yet (None is an answer: windowed)
+    if hit is not sm:
         return hit
+    if any(W is not None for W in sm.windows) or N <= 0:
+        sm.cache[key] = None
+        return None
     c = sm._phase("decode")
     # x(u) = x0 + u x1: the features at total context 0, and their change per position of context
     x0 = sm.vector(StepFeatures.decoding(sm.windows, np.zeros(N), 0.0, rows))
