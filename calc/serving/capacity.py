@@ -212,24 +212,36 @@ class _Means:
     pages_life: float  # mean over requests of sum over its steps of pages held
 
 
-def _means(rep: Replica, T, G, chunk: float, prefix: CachedPrefix | None = None) -> _Means:
-    """Means over the requests; D counts decode steps (G - 1 tokens over the tokens per step)."""
-    T = np.asarray(T, np.int64)
-    G = np.asarray(G, np.int64)
-    D = G - 1
-    E = rep.tokens_per_step
-    bs = rep.kv.block_size
-    c = np.zeros_like(T) if prefix is None else prefix.cached
-    sp = 0 if prefix is None else prefix.shared_pages
-    n = T - c  # computed in prefill, after c cached positions
+def _means(rep: Replica, T, G, chunk: float, prefix: CachedPrefix | None = None, memo: dict | None = None) -> _Means:
+    """Means over the requests; D counts decode steps (G - 1 tokens over the tokens per step).
+    ``memo`` (steady_state's): the terms that do not depend on the chunk, and the means by the
+    requests' chunk counts k_p (a nearby chunk size often splits every prompt alike)."""
+    memo = {} if memo is None else memo
+    if "requests" not in memo:
+        T = np.asarray(T, np.int64)
+        G = np.asarray(G, np.int64)
+        D = G - 1
+        E = rep.tokens_per_step
+        bs = rep.kv.block_size
+        c = np.zeros_like(T) if prefix is None else prefix.cached
+        sp = 0 if prefix is None else prefix.shared_pages
+        n = T - c  # computed in prefill, after c cached positions
+        dctx = (D * T + D * (D + 1) / 2.0).sum() / max(D.sum(), 1)
+        # pages held: k_p prefill steps at the prompt's pages, then the decode steps' (integers: exact in any order)
+        per_prefill = np.ceil(T / bs) - sp
+        decoding = _page_sum(T + D, bs) - _page_sum(T, bs) - D * sp
+        if E != 1.0:  # a step emits E tokens: D / E decode steps, each holding the pages E tokens apart
+            decoding = decoding / E
+            D = D / E
+        memo["requests"] = (n, c, per_prefill, decoding, n.mean(), c.mean(), D.mean(), G.mean(), dctx)
+    n, c, per_prefill, decoding, n_mean, c_mean, D_mean, G_mean, dctx = memo["requests"]
     kp = np.ceil(n / chunk)
-    dctx = (D * T + D * (D + 1) / 2.0).sum() / max(D.sum(), 1)
-    held = kp * (np.ceil(T / bs) - sp) + _page_sum(T + D, bs) - _page_sum(T, bs) - D * sp
-    if E != 1.0:  # a step emits E tokens: D / E decode steps, each holding the pages E tokens apart
-        held = kp * (np.ceil(T / bs) - sp) + (held - kp * (np.ceil(T / bs) - sp)) / E
-        D = D / E
-    return _Means(n.mean(), c.mean(), D.mean(), G.mean(), kp.mean(), n / kp, c + n * (kp - 1) / (2 * kp),
-                  kp / kp.sum(), dctx, held.mean())
+    key = ("kp", kp.tobytes())
+    if key not in memo:
+        held = kp * per_prefill + decoding
+        memo[key] = _Means(n_mean, c_mean, D_mean, G_mean, kp.mean(), n / kp, c + n * (kp - 1) / (2 * kp),
+                           kp / kp.sum(), dctx, held.mean())
+    return memo[key]
 
 
 def steady_state(rep: Replica, T, G, batch_cap: float | None = None, prefix: CachedPrefix | None = None,
@@ -248,9 +260,7 @@ def steady_state(rep: Replica, T, G, batch_cap: float | None = None, prefix: Cac
     final_pages, longest = memo["final"]
     for _ in range(3):  # the chunk depends on N, N on the pages a request holds
         chunk = max(budget - (N - 1), 1.0)
-        mm = memo.get(chunk)
-        if mm is None:
-            mm = memo[chunk] = _means(rep, T, G, chunk, prefix)
+        mm = _means(rep, T, G, chunk, prefix, memo)
         kv_n = (kv.pages - (prefix.shared_pages if prefix else 0)) / (mm.pages_life / (mm.kp + mm.D))
         N = min(float(rep.max_batch), kv_n, batch_cap or math.inf)
     limited = "max batch" if N >= rep.max_batch else ("KV cache" if N >= kv_n - 1e-9 else "clients")
@@ -268,7 +278,10 @@ def steady_state(rep: Replica, T, G, batch_cap: float | None = None, prefix: Cac
     # the requests' mean chunks weighted by their share of all chunks
     n_pf = r * mm.kp if f >= 1 else 1.0
     d_in_mixed = nd if f >= 1 else max(N - 1, 0.0)
-    t_m, s_m = timer.step(ctx, mm.chunk_new, mm.chunk_past, [d_in_mixed], n_pf * mm.chunk_share)
+    key = ("chunks", id(mm), n_pf)  # the chunks' features, kept while mm is (in memo)
+    if key not in memo:
+        memo[key] = timer.chunk_features(mm.chunk_new, mm.chunk_past, n_pf * mm.chunk_share)
+    t_m, s_m = timer.step(ctx, mm.chunk_new, mm.chunk_past, [d_in_mixed], n_pf * mm.chunk_share, chunks=memo[key])
     t_d, t_m = float(t_d), float(t_m)
     step = f * t_m + (1 - f) * t_d
     return SteadyState(

@@ -56,8 +56,12 @@ class StepTimer(Protocol):
     def decode_s(self, kv) -> float:
         """The time of one pure decode step of the sequences at contexts ``kv``: one(kv)[0], fast."""
 
-    def step(self, kv, new=_NONE, past=_NONE, kv_weight=None, weight=None) -> tuple[np.ndarray, np.ndarray]:
-        """Steps running the decoding sequences at ``kv`` and the chunks (new, past) [..., groups]."""
+    def step(self, kv, new=_NONE, past=_NONE, kv_weight=None, weight=None, chunks=None) -> tuple[np.ndarray, np.ndarray]:
+        """Steps running the decoding sequences at ``kv`` and the chunks (new, past) [..., groups]
+        (``chunks``: their chunk_features, when the caller keeps them)."""
+
+    def chunk_features(self, new, past, weight=None) -> tuple:
+        """The chunks' features, per model the step runs (what ``step`` adds to the decodes')."""
 
     def one(self, kv, chunk=(), past=()) -> tuple[float, np.ndarray]:
         """One step as the scheduler runs it (``chunk``, ``past``: lists): ``step``'s answer, fast."""
@@ -96,11 +100,14 @@ class PlainTimer:
         return sm.time_and_shares(StepFeatures.one(sm.windows, kv, chunk, past, logits=self.logits),
                                   "prefill" if chunk else "decode")
 
-    def step(self, kv, new=_NONE, past=_NONE, kv_weight=None, weight=None):
+    def chunk_features(self, new, past, weight=None):
+        return (self.steps.features(new, past, weight, self.logits),)
+
+    def step(self, kv, new=_NONE, past=_NONE, kv_weight=None, weight=None, chunks=None):
         sm = self.steps
         f = StepFeatures.decoding(sm.windows, kv, weight=kv_weight)
         if np.size(new):
-            f = f + sm.features(new, past, weight, self.logits)
+            f = f + (self.chunk_features(new, past, weight) if chunks is None else chunks)[0]
         return sm.time_and_shares(f, _phase(new))
 
 
@@ -156,14 +163,19 @@ class SpecTimer:
         fr, sr = d.time_and_shares(StepFeatures.one(d.windows, kv), "decode")
         return vt + f1 + (k - 1) * fr, vs + s1 + (k - 1) * sr
 
-    def step(self, kv, new=_NONE, past=_NONE, kv_weight=None, weight=None):
+    def chunk_features(self, new, past, weight=None):
+        return (self.target.features(new, past, weight, self.logits, self.k + 1),
+                self.draft.features(new, past, weight, self.logits))
+
+    def step(self, kv, new=_NONE, past=_NONE, kv_weight=None, weight=None, chunks=None):
         t, d, k = self.target, self.draft, self.k
         phase = _phase(new)
         ft = StepFeatures.decoding(t.windows, kv, rows=k + 1, weight=kv_weight)
         fd = StepFeatures.decoding(d.windows, kv, weight=kv_weight)
         if np.size(new):
-            ft = ft + t.features(new, past, weight, self.logits, k + 1)
-            first = fd + d.features(new, past, weight, self.logits)
+            ct, cd = self.chunk_features(new, past, weight) if chunks is None else chunks
+            ft = ft + ct
+            first = fd + cd
         else:
             first = fd
         vt, vs = t.time_and_shares(ft, phase)
