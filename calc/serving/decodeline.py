@@ -48,6 +48,20 @@ class DecodeLine:
         return self.t0_list[p] + self.t1_list[p] * u
 
 
+def _unit_features(sm: StepModel, rows: int):
+    """(x at one sequence less its per-sequence part, x per sequence, x per unit of total context,
+    S x1): N sequences at total context u have features xc + N xn + u x1, experts aside (cached)."""
+    key = ("decode_unit", rows)
+    if key not in sm.cache:
+        one, two, ctx = (sm.vector(StepFeatures.decoding(sm.windows, np.full(n, kv), 0.0, rows))
+                         for n, kv in ((1, 0.0), (2, 0.0), (1, 1.0)))
+        one[3] = two[3] = ctx[3] = 0.0
+        x1 = ctx - one  # the pairs and positions read per position of context
+        xn = two - one
+        sm.cache[key] = (one - xn, xn, x1, sm._phase("decode").S @ x1)
+    return sm.cache[key]
+
+
 def decode_line(sm: StepModel, N: int, rows: int = 1) -> DecodeLine | None:
     """The DecodeLine of N sequences adding ``rows`` positions each (None when a layer has a window)."""
     key = ("decode_line", N, rows)
@@ -58,11 +72,10 @@ def decode_line(sm: StepModel, N: int, rows: int = 1) -> DecodeLine | None:
         sm.cache[key] = None
         return None
     c = sm._phase("decode")
-    # x(u) = x0 + u x1: the features at total context 0, and their change per position of context
-    x0 = sm.vector(StepFeatures.decoding(sm.windows, np.zeros(N), 0.0, rows))
-    x1 = sm.vector(StepFeatures.decoding(sm.windows, np.ones(1), 0.0, rows)) - sm.vector(
-        StepFeatures.decoding(sm.windows, np.zeros(1), 0.0, rows))  # the pairs and positions read per unit of u
-    y0, y1 = c.S @ x0, c.S @ x1
+    xc, xn, x1, y1 = _unit_features(sm, rows)
+    x0 = xc + N * xn  # x(u) = x0 + u x1: the features at total context 0 (whole numbers: exact) ...
+    x0[3] = sm._experts(float(N * rows))  # ... the busiest GPU's experts (not affine in N)
+    y0 = c.S @ x0
     n, G, A = c.n_ops, c.n_groups, c.n_algos
     cut = [(y0[n:2 * n] - y0[:n]) / np.where(y1[:n] != y1[n:2 * n], y1[:n] - y1[n:2 * n], np.nan)]
     g0, g1 = y0[2 * n + 2:].reshape(G, A), y1[2 * n + 2:].reshape(G, A)
