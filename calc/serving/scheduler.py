@@ -100,17 +100,21 @@ class Scheduler:
         if N == 0 or _min(self.r_rem[:N]) > 0:
             return
         fin = self.r_rem[:N] <= 0
-        ids = self.r_id[:N][fin]
-        self.finish[ids] = self.clock
-        self.free += int(_sum(self.r_pages[:N][fin]))
-        self.completed += ids.size
-        keep = ~fin
-        M = N - ids.size
+        done = int(np.count_nonzero(fin))
         st = self._state
-        st[:, :M] = st[:, :N][:, keep]
-        self.N = M
+        if done == 1:  # the usual case: one request leaves, the later ones move up a place
+            f = int(fin.argmax())
+            self.finish[self.r_id[f]] = self.clock
+            self.free += int(self.r_pages[f])
+            st[:, f:N - 1] = st[:, f + 1:N]
+        else:
+            self.finish[self.r_id[:N][fin]] = self.clock
+            self.free += int(_sum(self.r_pages[:N][fin]))
+            st[:, :N - done] = st[:, :N][:, ~fin]
+        self.completed += done
+        self.N = N - done
         if self.closed:
-            for _ in range(ids.size):
+            for _ in range(done):
                 if self.issued < self.T.size:
                     self.arrive[self.issued] = self.clock
                     self.incoming.append(self.issued)
