@@ -20,7 +20,9 @@ timer prices it and says what a decoding sequence emits; nobody else builds step
   verification takes k + 1 slots of the token budget (as vLLM counts them).
 
 Every method returns (seconds [steps], seconds under each of calc.cost.roofline.BOUNDS [3, steps]:
-calc.cost.roofline.bound_of labels them).
+calc.cost.roofline.bound_of labels them). A run of pure decode steps on a model without attention
+windows is priced through calc.serving.decodeline (the same step model, piecewise linear in the
+batch's total context: one search per run instead of a feature matrix).
 """
 
 from __future__ import annotations
