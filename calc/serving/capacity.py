@@ -212,38 +212,58 @@ class _Means:
     pages_life: float  # mean over requests of sum over its steps of pages held
 
 
-def _means(rep: Replica, T, G, chunk: float, prefix: CachedPrefix | None = None) -> _Means:
-    """Means over the requests; D counts decode steps (G - 1 tokens over the tokens per step)."""
-    T = np.asarray(T, np.int64)
-    G = np.asarray(G, np.int64)
-    D = G - 1
-    E = rep.tokens_per_step
-    bs = rep.kv.block_size
-    c = np.zeros_like(T) if prefix is None else prefix.cached
-    sp = 0 if prefix is None else prefix.shared_pages
-    n = T - c  # computed in prefill, after c cached positions
+def _means(rep: Replica, T, G, chunk: float, prefix: CachedPrefix | None = None, memo: dict | None = None) -> _Means:
+    """Means over the requests; D counts decode steps (G - 1 tokens over the tokens per step).
+    ``memo`` (steady_state's): the terms that do not depend on the chunk, and the means by the
+    requests' chunk counts k_p (a nearby chunk size often splits every prompt alike)."""
+    memo = {} if memo is None else memo
+    if "requests" not in memo:
+        T = np.asarray(T, np.int64)
+        G = np.asarray(G, np.int64)
+        D = G - 1
+        E = rep.tokens_per_step
+        bs = rep.kv.block_size
+        c = np.zeros_like(T) if prefix is None else prefix.cached
+        sp = 0 if prefix is None else prefix.shared_pages
+        n = T - c  # computed in prefill, after c cached positions
+        dctx = (D * T + D * (D + 1) / 2.0).sum() / max(D.sum(), 1)
+        # pages held: k_p prefill steps at the prompt's pages, then the decode steps' (integers: exact in any order)
+        per_prefill = np.ceil(T / bs) - sp
+        decoding = _page_sum(T + D, bs) - _page_sum(T, bs) - D * sp
+        final = None
+        if rep.serving.preemption == "none":  # the engine reserves the final context's pages at admission
+            final = np.ceil((T + D) / bs) - sp
+        elif E != 1.0:  # a step emits E tokens: D / E decode steps, each holding the pages E tokens apart
+            decoding = decoding / E
+        D = D / E
+        memo["requests"] = (n, c, per_prefill, decoding, final, D, n.mean(), c.mean(), D.mean(), G.mean(), dctx)
+    n, c, per_prefill, decoding, final, D, n_mean, c_mean, D_mean, G_mean, dctx = memo["requests"]
     kp = np.ceil(n / chunk)
-    dctx = (D * T + D * (D + 1) / 2.0).sum() / max(D.sum(), 1)
-    held = kp * (np.ceil(T / bs) - sp) + _page_sum(T + D, bs) - _page_sum(T, bs) - D * sp
-    if rep.serving.preemption == "none":  # the engine reserves the final context's pages at admission
-        held = (kp + D / E) * (np.ceil((T + D) / bs) - sp)
-    elif E != 1.0:  # a step emits E tokens: D / E decode steps, each holding the pages E tokens apart
-        held = kp * (np.ceil(T / bs) - sp) + (held - kp * (np.ceil(T / bs) - sp)) / E
-    D = D / E
-    return _Means(n.mean(), c.mean(), D.mean(), G.mean(), kp.mean(), n / kp, c + n * (kp - 1) / (2 * kp),
-                  kp / kp.sum(), dctx, held.mean())
+    key = ("kp", kp.tobytes())
+    if key not in memo:
+        held = (kp + D) * final if final is not None else kp * per_prefill + decoding
+        memo[key] = _Means(n_mean, c_mean, D_mean, G_mean, kp.mean(), n / kp, c + n * (kp - 1) / (2 * kp),
+                           kp / kp.sum(), dctx, held.mean())
+    return memo[key]
 
 
-def steady_state(rep: Replica, T, G, batch_cap: float | None = None, prefix: CachedPrefix | None = None) -> SteadyState:
+def steady_state(rep: Replica, T, G, batch_cap: float | None = None, prefix: CachedPrefix | None = None,
+                 memo: dict | None = None) -> SteadyState:
     """Closed form at saturation; ``batch_cap`` lowers N (a closed loop of fewer clients); ``prefix``:
-    the cached prompt tokens (prefill computes the rest) and the pages the shared prefix pins."""
+    the cached prompt tokens (prefill computes the rest) and the pages the shared prefix pins.
+    ``memo``: a dict kept across calls on the same (rep, T, G, prefix) (at_load's bisection), so the
+    means over the requests are taken once per chunk size."""
     kv = rep.kv
     budget = rep.serving.max_batched_tokens
     N = float(rep.max_batch)
-    final_pages = kv.pages_for(np.asarray(T) + np.asarray(G) - 1).mean()
+    memo = {} if memo is None else memo
+    if "final" not in memo:
+        final = np.asarray(T) + np.asarray(G) - 1
+        memo["final"] = kv.pages_for(final).mean(), kv.max_sequences(int(np.max(final)))
+    final_pages, longest = memo["final"]
     for _ in range(3):  # the chunk depends on N, N on the pages a request holds
         chunk = max(budget - (N - 1), 1.0)
-        mm = _means(rep, T, G, chunk, prefix)
+        mm = _means(rep, T, G, chunk, prefix, memo)
         kv_n = (kv.pages - (prefix.shared_pages if prefix else 0)) / (mm.pages_life / (mm.kp + mm.D))
         N = min(float(rep.max_batch), kv_n, batch_cap or math.inf)
     limited = "max batch" if N >= rep.max_batch else ("KV cache" if N >= kv_n - 1e-9 else "clients")
@@ -261,11 +281,14 @@ def steady_state(rep: Replica, T, G, batch_cap: float | None = None, prefix: Cac
     # the requests' mean chunks weighted by their share of all chunks
     n_pf = r * mm.kp if f >= 1 else 1.0
     d_in_mixed = nd if f >= 1 else max(N - 1, 0.0)
-    t_m, s_m = timer.step(ctx, mm.chunk_new, mm.chunk_past, [d_in_mixed], n_pf * mm.chunk_share)
+    key = ("chunks", id(mm), n_pf)  # the chunks' features, kept while mm is (in memo)
+    if key not in memo:
+        memo[key] = timer.chunk_features(mm.chunk_new, mm.chunk_past, n_pf * mm.chunk_share)
+    t_m, s_m = timer.step(ctx, mm.chunk_new, mm.chunk_past, [d_in_mixed], n_pf * mm.chunk_share, chunks=memo[key])
     t_d, t_m = float(t_d), float(t_m)
     step = f * t_m + (1 - f) * t_d
     return SteadyState(
-        pages=kv.pages, kv_sequences_longest=kv.max_sequences(int(np.max(np.asarray(T) + np.asarray(G) - 1))),
+        pages=kv.pages, kv_sequences_longest=longest,
         kv_concurrency_full=kv.pages / final_pages, kv_concurrency=kv_n, batch=N,
         limited_by=limited, requests_per_step=r, prefill_share=f, decode_step_s=t_d, mixed_step_s=t_m,
         step_s=step, requests_per_s=r / step, output_tokens_per_s=r * mm.G / step,
@@ -278,15 +301,16 @@ def at_load(rep: Replica, T, G, rate_per_s: float, prefix: CachedPrefix | None =
     """(steady state at an offered rate, utilisation = rate / saturation throughput).
     Below saturation N solves rate = throughput(N) (Little's law over the running batch);
     at or above it the state is the saturated one."""
-    sat = steady_state(rep, T, G, prefix=prefix)
+    memo: dict = {}
+    sat = steady_state(rep, T, G, prefix=prefix, memo=memo)
     util = rate_per_s / sat.requests_per_s
     if util >= 1:
         return sat, util
     lo, hi = 0.0, sat.batch
     for _ in range(40):
         mid = (lo + hi) / 2
-        if steady_state(rep, T, G, batch_cap=max(mid, 1e-6), prefix=prefix).requests_per_s < rate_per_s:
+        if steady_state(rep, T, G, batch_cap=max(mid, 1e-6), prefix=prefix, memo=memo).requests_per_s < rate_per_s:
             lo = mid
         else:
             hi = mid
-    return steady_state(rep, T, G, batch_cap=max(hi, 1e-6), prefix=prefix), util
+    return steady_state(rep, T, G, batch_cap=max(hi, 1e-6), prefix=prefix, memo=memo), util

@@ -33,15 +33,14 @@ from dataclasses import replace
 from calc.core.progress import Progress, silent
 from calc.core.units import GB
 from calc.cost.dtypes import Dtypes
-from calc.serving.capacity import Replica, SteadyState, across_nodes, at_load, steady_state, validate_split
+from calc.serving.capacity import Replica, across_nodes, steady_state, validate_split
 from calc.serving.disagg_search import search_disagg
 from calc.serving.floors import floor_reason, floors
 from calc.serving.planresult import Option, Plan
-from calc.serving.prefix import cached_prefix
 from calc.serving.prefixeffect import prefix_effect
-from calc.serving.simulate import arrival_gaps, simulate
-from calc.serving.speceffect import SpecEffect, spec_effect, spec_note, speculative_config
-from calc.serving.trial import GUESS_UTIL, RUNNERS_UP, Trial, cost_key
+from calc.serving.search import Search
+from calc.serving.speceffect import SpecEffect, spec_effect, spec_note
+from calc.serving.trial import RUNNERS_UP, Trial, cost_key
 from calc.serving.whatif import what_if
 from calc.spec.workload import LoadedWorkload
 
@@ -53,106 +52,6 @@ def _n(count: int, noun: str) -> str:
 # --------------------------------------------------------------------------- search
 
 
-class _Search:
-    def __init__(self, wl: LoadedWorkload, requests: int | None, dt: Dtypes):
-        self.wl = wl
-        spec = wl.spec
-        n = requests or wl.n
-        self.T, self.G = wl.prompt_len[:n], wl.output_len[:n]
-        self.targets = spec.slo.targets()
-        self.arrival = spec.arrival
-        self.gaps = arrival_gaps(self.T.size, spec.arrival.process, spec.arrival.cv, spec.seed)
-        self.dt = dt
-        self._prefixes: dict[int, object] = {}
-        self.prefix = self.prefix_for(wl.serving_for(wl.hardware[0]).block_size)
-        self.sims = 0
-        self.done: dict[tuple, list[Trial]] = {}  # (hardware, TP, chunk, speculating, replicas) -> trials
-        self.spec = speculative_config(wl, dt)
-
-    def choices(self):
-        """(dtypes, speculative config, label note, hardware under an engine) for every dtype
-        choice x hardware x engine preset the workload searches (the note names the dtypes and
-        engine when the workload lists several)."""
-        wl, model = self.wl, self.wl.model
-        picks = wl.spec.dtype_choices
-        for d in picks:
-            dt = Dtypes.resolve(model, d.weight, d.kv, d.compute)
-            sp = self.spec if dt == self.dt else speculative_config(wl, dt)
-            dnote = f", {dt.weight} weights, {dt.kv} KV" if len(picks) > 1 else ""
-            for hw in wl.hardware:
-                for h in wl.under_each_engine(hw):
-                    enote = f", {h.preset.name if h.preset else 'default'}" if len(wl.engines) > 1 else ""
-                    yield dt, sp, enote + dnote, h
-
-    def prefix_for(self, block_size: int):
-        """The cached prompt tokens and the shared prefix's pages, at a KV page size."""
-        if block_size not in self._prefixes:
-            self._prefixes[block_size] = cached_prefix(self.wl.spec.prefix_cache, self.T, block_size)
-        return self._prefixes[block_size]
-
-    def trial(self, opt: Option, rep: Replica, sat: SteadyState, R: int) -> Trial:
-        for t in opt.trials:
-            if t.replicas == R:
-                return t
-        a = self.arrival
-        budget = max(rep.serving.max_batched_tokens, rep.max_batch)
-        for t in self.done.get(_key(rep, R), []):
-            # a run whose batch never reached its cap is the same run under any larger cap
-            same_budget = max(t.replica.serving.max_batched_tokens, t.replica.max_batch) == budget
-            if same_budget and t.same_as is None and t.sim.timeline["running"].max() < min(rep.max_batch,
-                                                                                         t.replica.max_batch):
-                trial = Trial(rep, R, opt.price_per_gpu_hour, t.sim, sat, t.load, t.utilisation, self.targets,
-                              note=opt.note,
-                              same_as=t.replica.max_batch)
-                opt.trials.append(trial)
-                return trial
-        prefix = self.prefix_for(rep.serving.block_size)
-        if a.rate_per_s is not None:
-            rate = a.rate_per_s / (R * rep.pp)  # a PP replica runs PP engines (micro-batches) in flight
-            sim = simulate(rep, self.T, self.G, rate_per_s=rate, gaps=self.gaps, seed=self.wl.spec.seed,
-                           prefix=prefix)
-            load, util = at_load(rep, self.T, self.G, rate, prefix)
-        elif a.kind == "burst":
-            # every request at t = 0, split evenly: each engine gets ceil(n / (R x PP)) of them
-            n = math.ceil(self.T.size / (R * rep.pp))
-            sub = replace(prefix, cached=prefix.cached[:n])
-            sim = simulate(rep, self.T[:n], self.G[:n], burst=True, seed=self.wl.spec.seed, prefix=sub)
-            load, util = steady_state(rep, self.T[:n], self.G[:n], batch_cap=n, prefix=sub), None
-        else:
-            clients = math.ceil(a.concurrency / (R * rep.pp))
-            sim = simulate(rep, self.T, self.G, concurrency=clients, seed=self.wl.spec.seed, prefix=prefix)
-            load, util = steady_state(rep, self.T, self.G, batch_cap=clients, prefix=prefix), None
-        self.sims += 1
-        t = Trial(rep, R, opt.price_per_gpu_hour, sim, sat, load, util, self.targets, note=opt.note)
-        opt.trials.append(t)
-        self.done.setdefault(_key(rep, R), []).append(t)
-        return t
-
-    def fewest_replicas(self, opt: Option, rep: Replica, sat: SteadyState, lo: int, hi: int) -> None:
-        """The fewest R in [lo, hi] that meet the SLOs (bisection; below lo cannot keep up)."""
-        guess = lo
-        if self.arrival.rate_per_s is not None:
-            need = self.arrival.rate_per_s / (GUESS_UTIL * sat.requests_per_s * rep.pp)
-            guess = min(max(lo, math.ceil(need)), hi)
-        if self.trial(opt, rep, sat, guess).meets:
-            fail, ok = lo - 1, guess
-        elif guess < hi and self.trial(opt, rep, sat, hi).meets:
-            fail, ok = guess, hi  # the most replicas allowed is tried second: a hopeless case costs two runs
-        else:
-            return
-        while ok - fail > 1:
-            mid = (ok + fail) // 2
-            if self.trial(opt, rep, sat, mid).meets:
-                ok = mid
-            else:
-                fail = mid
-
-
-def _key(rep: Replica, R: int) -> tuple:
-    preset = rep.hw.preset.name if rep.hw.preset else None
-    return rep.hw.name, preset, rep.dt, rep.tp, rep.pp, rep.ep, rep.serving.max_batched_tokens, rep.spec is not None, R
-
-
 def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float | None = None,
          progress: Progress = silent) -> Plan:
     """Search the configurations (see the module docstring); ``requests`` simulated per trial
@@ -162,7 +61,7 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
     spec, model = wl.spec, wl.model
     d = spec.dtype_choices[0]  # the first dtypes: disaggregation and the bands are searched at them
     dt0 = Dtypes.resolve(model, d.weight, d.kv, d.compute)
-    search = _Search(wl, requests, dt0)
+    search = Search(wl, requests, dt0)
     T, G = search.T, search.G
     options: list[Option] = []
     candidates = []

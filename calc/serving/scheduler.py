@@ -15,6 +15,7 @@ from calc.serving.prefix import CachedPrefix
 
 # ndarray.sum/min through numpy's Python wrappers cost more than the small sums they do here
 _sum, _min = np.add.reduce, np.minimum.reduce
+_BOUNDS = BOUNDS.tolist()  # calc.cost.roofline.bound_of of a step's [3] shares: the first largest
 MAX_RUN = 1024  # decode steps advanced per vectorised call
 
 
@@ -87,7 +88,7 @@ class Scheduler:
 
     def _tally(self, total_s: float, shares) -> None:
         """Add a step, or a run of steps, to the bound its time goes to (calc.cost.roofline.bound_of)."""
-        self.bound_time[str(bound_of(shares))] += total_s
+        self.bound_time[_BOUNDS[int(shares.argmax())] if shares.ndim == 1 else str(bound_of(shares))] += total_s
 
     def arrivals(self):
         inc, arr = self.incoming, self.arrive
@@ -99,17 +100,21 @@ class Scheduler:
         if N == 0 or _min(self.r_rem[:N]) > 0:
             return
         fin = self.r_rem[:N] <= 0
-        ids = self.r_id[:N][fin]
-        self.finish[ids] = self.clock
-        self.free += int(_sum(self.r_pages[:N][fin]))
-        self.completed += ids.size
-        keep = ~fin
-        M = N - ids.size
+        done = int(np.count_nonzero(fin))
         st = self._state
-        st[:, :M] = st[:, :N][:, keep]
-        self.N = M
+        if done == 1:  # the usual case: one request leaves, the later ones move up a place
+            f = int(fin.argmax())
+            self.finish[self.r_id[f]] = self.clock
+            self.free += int(self.r_pages[f])
+            st[:, f:N - 1] = st[:, f + 1:N]
+        else:
+            self.finish[self.r_id[:N][fin]] = self.clock
+            self.free += int(_sum(self.r_pages[:N][fin]))
+            st[:, :N - done] = st[:, :N][:, ~fin]
+        self.completed += done
+        self.N = N - done
         if self.closed:
-            for _ in range(ids.size):
+            for _ in range(done):
                 if self.issued < self.T.size:
                     self.arrive[self.issued] = self.clock
                     self.incoming.append(self.issued)
@@ -276,9 +281,9 @@ class Scheduler:
             return False
         bs, sp = self.bs, self.shared_pages
         kv, rem, pages = self.r_kv[:N], self.r_rem[:N], self.r_pages[:N]
-        cum = self.timer.emitted(self.j, MAX_RUN)  # tokens each request has emitted after 1, 2, ... steps
-        k_fin = int(np.searchsorted(cum, _min(rem), side="left")) + 1  # the first finish
-        k = min(k_fin, MAX_RUN)
+        first = int(_min(rem))  # a request finishes once it has emitted this many (each step emits >= 1)
+        cum = self.timer.emitted(self.j, min(max(first, 1), MAX_RUN))  # tokens each has emitted after 1, 2, ... steps
+        k = min(int(cum.searchsorted(first)) + 1, MAX_RUN)  # the first finish
         if not self.reserve and N * (int(cum[k - 1]) // bs + 1) > self.free:
             # pages taken after each step: a request at kv (kv % bs = r) holding ceil(kv / bs) pages
             # takes ceil((r + cum_j) / bs) - ceil(r / bs) more after step j; count requests by r
@@ -288,33 +293,34 @@ class Scheduler:
             k = min(k, int(np.searchsorted(needed, self.free, side="right")))
             if k == 0:
                 return False
-        ahead = np.concatenate([[0], cum[:k - 1]])
+        extra = self._extra_s(N)
         arrival = self.incoming and not self.waiting and N < self.mb
         if arrival:
             # stop at the step during which the next request arrives (it can then be admitted);
             # steps only get longer as contexts grow, so the first step's time bounds the count
             t_arr = self.arrive[self.incoming[0]] - self.clock
-            t0 = self.timer.one(kv)[0] + self._extra_s(N)
-            k = min(k, max(int(t_arr / t0) + 1, 1))
-        times, shares = self.timer.decode_run(kv, ahead[:k])
-        extra = self._extra_s(N)
+            k = min(k, max(int(t_arr / (self.timer.decode_s(kv) + extra)) + 1, 1))
+        ahead = np.empty(k)  # tokens each has emitted before each step
+        ahead[0] = 0.0
+        ahead[1:] = cum[:k - 1]
+        times, shares = self.timer.decode_run(kv, ahead)
         cum_t = (times + extra if extra else times).cumsum()
         if arrival:
-            k = min(k, int(np.searchsorted(cum_t, t_arr, side="left")) + 1)
+            k = min(k, int(cum_t.searchsorted(t_arr)) + 1)
         total = float(cum_t[k - 1])
-        self._tally(total, shares[:, :k].sum(axis=1))
+        self._tally(total, _sum(shares[:, :k], axis=1))
         self.clock += total
         self.steps += k
         emitted = int(cum[k - 1])
-        self.out_tokens += int(_sum(np.minimum(emitted, np.maximum(rem, 0))))
+        self.out_tokens += N * emitted if emitted <= first else int(_sum(np.minimum(emitted, rem)))
         kv += emitted
         rem -= emitted
         if not self.reserve:
             new_pages = -(-kv // bs) - sp
-            self.free -= int(_sum(new_pages - pages))
+            self.free -= int(_sum(new_pages)) - int(_sum(pages))
             pages[:] = new_pages
         self.j += k
-        if _min(rem) <= 0:
+        if first <= emitted:
             self.finish_done()
         return True
 

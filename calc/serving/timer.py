@@ -20,7 +20,9 @@ timer prices it and says what a decoding sequence emits; nobody else builds step
   verification takes k + 1 slots of the token budget (as vLLM counts them).
 
 Every method returns (seconds [steps], seconds under each of calc.cost.roofline.BOUNDS [3, steps]:
-calc.cost.roofline.bound_of labels them).
+calc.cost.roofline.bound_of labels them). A run of pure decode steps on a model without attention
+windows is priced through calc.serving.decodeline (the same step model, piecewise linear in the
+batch's total context: one search per run instead of a feature matrix).
 """
 
 from __future__ import annotations
@@ -31,9 +33,12 @@ from typing import Protocol
 
 import numpy as np
 
+from calc.serving.decodeline import decode_line
 from calc.serving.stepmodel import StepFeatures, StepModel
 
 _NONE = np.zeros(0)
+_STEPS = np.arange(1, 1 << 16)  # a plain timer's cumulative tokens per sequence (read-only slices)
+_STEPS.flags.writeable = False
 
 
 class StepTimer(Protocol):
@@ -50,8 +55,15 @@ class StepTimer(Protocol):
     def decode_run(self, kv, ahead, weight=None) -> tuple[np.ndarray, np.ndarray]:
         """Pure decode steps of the sequences at contexts ``kv`` [N] + ``ahead`` (one step per value)."""
 
-    def step(self, kv, new=_NONE, past=_NONE, kv_weight=None, weight=None) -> tuple[np.ndarray, np.ndarray]:
-        """Steps running the decoding sequences at ``kv`` and the chunks (new, past) [..., groups]."""
+    def decode_s(self, kv) -> float:
+        """The time of one pure decode step of the sequences at contexts ``kv``: one(kv)[0], fast."""
+
+    def step(self, kv, new=_NONE, past=_NONE, kv_weight=None, weight=None, chunks=None) -> tuple[np.ndarray, np.ndarray]:
+        """Steps running the decoding sequences at ``kv`` and the chunks (new, past) [..., groups]
+        (``chunks``: their chunk_features, when the caller keeps them)."""
+
+    def chunk_features(self, new, past, weight=None) -> tuple:
+        """The chunks' features, per model the step runs (what ``step`` adds to the decodes')."""
 
     def one(self, kv, chunk=(), past=()) -> tuple[float, np.ndarray]:
         """One step as the scheduler runs it (``chunk``, ``past``: lists): ``step``'s answer, fast."""
@@ -69,25 +81,35 @@ class PlainTimer:
     decode_slots: int = 1
 
     def emitted(self, clock: int, steps: int) -> np.ndarray:
-        return np.arange(1, steps + 1)
+        return _STEPS[:steps] if steps < _STEPS.size else np.arange(1, steps + 1)
 
     def emits(self, clock: int) -> int:
         return 1
 
     def decode_run(self, kv, ahead, weight=None):
         sm = self.steps
+        line = None if weight is not None else decode_line(sm, kv.size)
+        if line is not None:  # every layer global: piecewise linear in the total context (calc.serving.decodeline)
+            return line.run(float(np.add.reduce(kv)) + kv.size * np.asarray(ahead, float))
         return sm.time_and_shares(StepFeatures.decoding(sm.windows, kv, ahead, weight=weight), "decode")
+
+    def decode_s(self, kv) -> float:
+        line = decode_line(self.steps, kv.size)
+        return self.one(kv)[0] if line is None else line.time(float(np.add.reduce(kv)))
 
     def one(self, kv, chunk=(), past=()):
         sm = self.steps
         return sm.time_and_shares(StepFeatures.one(sm.windows, kv, chunk, past, logits=self.logits),
                                   "prefill" if chunk else "decode")
 
-    def step(self, kv, new=_NONE, past=_NONE, kv_weight=None, weight=None):
+    def chunk_features(self, new, past, weight=None):
+        return (self.steps.features(new, past, weight, self.logits),)
+
+    def step(self, kv, new=_NONE, past=_NONE, kv_weight=None, weight=None, chunks=None):
         sm = self.steps
         f = StepFeatures.decoding(sm.windows, kv, weight=kv_weight)
         if np.size(new):
-            f = f + sm.features(new, past, weight, self.logits)
+            f = f + (self.chunk_features(new, past, weight) if chunks is None else chunks)[0]
         return sm.time_and_shares(f, _phase(new))
 
 
@@ -113,9 +135,23 @@ class SpecTimer:
 
     def decode_run(self, kv, ahead, weight=None):
         t, d, k = self.target, self.draft, self.k
+        lt = None if weight is not None else decode_line(t, kv.size, k + 1)
+        ld = None if lt is None else decode_line(d, kv.size)
+        if ld is not None:  # calc.serving.decodeline: the verification and the draft's passes
+            s = float(np.add.reduce(kv))
+            u = s + kv.size * np.asarray(ahead, float)
+            (vt, vs), (dt, ds) = lt.run(u), ld.run(u)
+            return vt + k * dt, vs + k * ds
         vt, vs = t.time_and_shares(StepFeatures.decoding(t.windows, kv, ahead, k + 1, weight), "decode")
         dt, ds = d.time_and_shares(StepFeatures.decoding(d.windows, kv, ahead, weight=weight), "decode")
         return vt + k * dt, vs + k * ds
+
+    def decode_s(self, kv) -> float:
+        lt, ld = decode_line(self.target, kv.size, self.k + 1), decode_line(self.draft, kv.size)
+        if lt is None or ld is None:
+            return self.one(kv)[0]
+        s = float(np.add.reduce(kv))
+        return lt.time(s) + self.k * ld.time(s)
 
     def one(self, kv, chunk=(), past=()):
         t, d, k = self.target, self.draft, self.k
@@ -129,14 +165,19 @@ class SpecTimer:
         fr, sr = d.time_and_shares(StepFeatures.one(d.windows, kv), "decode")
         return vt + f1 + (k - 1) * fr, vs + s1 + (k - 1) * sr
 
-    def step(self, kv, new=_NONE, past=_NONE, kv_weight=None, weight=None):
+    def chunk_features(self, new, past, weight=None):
+        return (self.target.features(new, past, weight, self.logits, self.k + 1),
+                self.draft.features(new, past, weight, self.logits))
+
+    def step(self, kv, new=_NONE, past=_NONE, kv_weight=None, weight=None, chunks=None):
         t, d, k = self.target, self.draft, self.k
         phase = _phase(new)
         ft = StepFeatures.decoding(t.windows, kv, rows=k + 1, weight=kv_weight)
         fd = StepFeatures.decoding(d.windows, kv, weight=kv_weight)
         if np.size(new):
-            ft = ft + t.features(new, past, weight, self.logits, k + 1)
-            first = fd + d.features(new, past, weight, self.logits)
+            ct, cd = self.chunk_features(new, past, weight) if chunks is None else chunks
+            ft = ft + ct
+            first = fd + cd
         else:
             first = fd
         vt, vs = t.time_and_shares(ft, phase)

@@ -195,3 +195,38 @@ def test_fp8_alternatives_of_the_chosen_replica(tmp_path):
     assert w.fp8_weights_bytes == (8_030_261_248 - keep) * 1 + keep * 2
     assert w.fp8_decode_step.time_s < w.steps.decode.time_s
     assert w.steps.running >= 1 and w.steps.with_chunk.time_s > w.steps.decode.time_s
+
+
+HOPELESS = """\
+name: hopeless
+model: llama-3.1-8b
+hardware: [h100-sxm]
+arrival: {rate_per_s: 8}
+prompt_len: {dist: fixed, value: 1536}
+output_len: {dist: fixed, value: 129}
+slo: {tpot_p99_s: 0.008}
+tp: [1]
+max_batch: [16, 64]
+max_gpus: 4
+requests: 200
+"""
+
+
+def test_a_max_batch_that_misses_at_the_most_replicas_is_not_simulated_at_fewer(tmp_path):
+    """Max batch 16 misses at 1 replica and at 4 (max_gpus). At 4 its running batch never reached
+    16, so max batch 64's run there is the same run, and it misses: max batch 64 is not simulated
+    at fewer replicas (each one's load only grows; here simulated to show it misses at 1 too)."""
+    from calc.serving.planresult import Option
+    from calc.serving.search import Search
+
+    wl = load_workload(write(tmp_path, HOPELESS))
+    p = plan(wl)
+    o16, o64 = [o for o in p.options if o.max_batch]
+    assert p.simulations == 2
+    assert [t.replicas for t in o16.trials] == [1, 4] and not any(t.meets for t in o16.trials)
+    (t64,) = o64.trials
+    assert t64.replicas == 4 and t64.same_as == 16 and t64.sim is o16.trials[1].sim
+    assert o64.kind == "slo" and o64.reason == o16.reason and "with 4 replicas" in o64.reason
+    search = Search(wl, None, p.dtypes)
+    at_one = search.trial(Option(t64.replica.hw, 1, 64, None), t64.replica, t64.saturation, 1)
+    assert search.sims == 1 and not at_one.meets and at_one.stats["tpot_p99"] > 0.008

@@ -1,0 +1,138 @@
+"""The planner's search over replica counts for one option: its trials, simulated or reused (a
+run whose batch never reached its cap is the same run under any larger cap), and the fewest
+replicas that meet the SLOs by bisection (calc.serving.plan describes the whole search)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from calc.cost.dtypes import Dtypes
+from calc.serving.capacity import Replica, SteadyState, at_load, steady_state
+from calc.serving.prefix import cached_prefix
+from calc.serving.simulate import arrival_gaps, simulate
+from calc.serving.speceffect import speculative_config
+from calc.serving.trial import GUESS_UTIL, Trial
+from calc.spec.workload import LoadedWorkload
+
+if TYPE_CHECKING:
+    from calc.serving.planresult import Option
+
+
+class Search:
+    def __init__(self, wl: LoadedWorkload, requests: int | None, dt: Dtypes):
+        self.wl = wl
+        spec = wl.spec
+        n = requests or wl.n
+        self.T, self.G = wl.prompt_len[:n], wl.output_len[:n]
+        self.targets = spec.slo.targets()
+        self.arrival = spec.arrival
+        self.gaps = arrival_gaps(self.T.size, spec.arrival.process, spec.arrival.cv, spec.seed)
+        self.dt = dt
+        self._prefixes: dict[int, object] = {}
+        self.prefix = self.prefix_for(wl.serving_for(wl.hardware[0]).block_size)
+        self.sims = 0
+        self.done: dict[tuple, list[Trial]] = {}  # (hardware, TP, chunk, speculating, replicas) -> trials
+        self.spec = speculative_config(wl, dt)
+
+    def choices(self):
+        """(dtypes, speculative config, label note, hardware under an engine) for every dtype
+        choice x hardware x engine preset the workload searches (the note names the dtypes and
+        engine when the workload lists several)."""
+        wl, model = self.wl, self.wl.model
+        picks = wl.spec.dtype_choices
+        for d in picks:
+            dt = Dtypes.resolve(model, d.weight, d.kv, d.compute)
+            sp = self.spec if dt == self.dt else speculative_config(wl, dt)
+            dnote = f", {dt.weight} weights, {dt.kv} KV" if len(picks) > 1 else ""
+            for hw in wl.hardware:
+                for h in wl.under_each_engine(hw):
+                    enote = f", {h.preset.name if h.preset else 'default'}" if len(wl.engines) > 1 else ""
+                    yield dt, sp, enote + dnote, h
+
+    def prefix_for(self, block_size: int):
+        """The cached prompt tokens and the shared prefix's pages, at a KV page size."""
+        if block_size not in self._prefixes:
+            self._prefixes[block_size] = cached_prefix(self.wl.spec.prefix_cache, self.T, block_size)
+        return self._prefixes[block_size]
+
+    def reuse(self, opt: Option, rep: Replica, sat: SteadyState, R: int, keep: bool = True) -> Trial | None:
+        """The trial at R replicas when it needs no simulation: already run for this option, or the
+        same run under another max batch (its batch never reached either cap; ``keep``: added to the
+        option's trials)."""
+        for t in opt.trials:
+            if t.replicas == R:
+                return t
+        budget = max(rep.serving.max_batched_tokens, rep.max_batch)
+        for t in self.done.get(_key(rep, R), []):
+            # a run whose batch never reached its cap is the same run under any larger cap
+            same_budget = max(t.replica.serving.max_batched_tokens, t.replica.max_batch) == budget
+            if same_budget and t.same_as is None and t.sim.timeline["running"].max() < min(rep.max_batch,
+                                                                                         t.replica.max_batch):
+                trial = Trial(rep, R, opt.price_per_gpu_hour, t.sim, sat, t.load, t.utilisation, self.targets,
+                              note=opt.note,
+                              same_as=t.replica.max_batch)
+                if keep:
+                    opt.trials.append(trial)
+                return trial
+        return None
+
+    def trial(self, opt: Option, rep: Replica, sat: SteadyState, R: int) -> Trial:
+        t = self.reuse(opt, rep, sat, R)
+        if t is not None:
+            return t
+        a = self.arrival
+        prefix = self.prefix_for(rep.serving.block_size)
+        if a.rate_per_s is not None:
+            rate = a.rate_per_s / (R * rep.pp)  # a PP replica runs PP engines (micro-batches) in flight
+            sim = simulate(rep, self.T, self.G, rate_per_s=rate, gaps=self.gaps, seed=self.wl.spec.seed,
+                           prefix=prefix)
+            load, util = at_load(rep, self.T, self.G, rate, prefix)
+        elif a.kind == "burst":
+            # every request at t = 0, split evenly: each engine gets ceil(n / (R x PP)) of them
+            n = math.ceil(self.T.size / (R * rep.pp))
+            sub = replace(prefix, cached=prefix.cached[:n])
+            sim = simulate(rep, self.T[:n], self.G[:n], burst=True, seed=self.wl.spec.seed, prefix=sub)
+            load, util = steady_state(rep, self.T[:n], self.G[:n], batch_cap=n, prefix=sub), None
+        else:
+            clients = math.ceil(a.concurrency / (R * rep.pp))
+            sim = simulate(rep, self.T, self.G, concurrency=clients, seed=self.wl.spec.seed, prefix=prefix)
+            load, util = steady_state(rep, self.T, self.G, batch_cap=clients, prefix=prefix), None
+        self.sims += 1
+        t = Trial(rep, R, opt.price_per_gpu_hour, sim, sat, load, util, self.targets, note=opt.note)
+        opt.trials.append(t)
+        self.done.setdefault(_key(rep, R), []).append(t)
+        return t
+
+    def fewest_replicas(self, opt: Option, rep: Replica, sat: SteadyState, lo: int, hi: int) -> None:
+        """The fewest R in [lo, hi] that meet the SLOs (bisection; below lo cannot keep up; more
+        replicas only lower each one's load). When another max batch's run already stands for this
+        option's at hi replicas and misses, fewer replicas miss too: nothing is simulated."""
+        guess = lo
+        if self.arrival.rate_per_s is not None:
+            need = self.arrival.rate_per_s / (GUESS_UTIL * sat.requests_per_s * rep.pp)
+            guess = min(max(lo, math.ceil(need)), hi)
+        if guess < hi:
+            top = self.reuse(opt, rep, sat, hi, keep=False)
+            if top is not None and not top.meets:
+                if all(t is not top for t in opt.trials):
+                    opt.trials.append(top)
+                return  # the most replicas allowed miss already (another max batch's run): fewer miss too
+        if self.trial(opt, rep, sat, guess).meets:
+            fail, ok = lo - 1, guess
+        elif guess < hi and self.trial(opt, rep, sat, hi).meets:
+            fail, ok = guess, hi  # the most replicas allowed is tried second: a hopeless case costs two runs
+        else:
+            return
+        while ok - fail > 1:
+            mid = (ok + fail) // 2
+            if self.trial(opt, rep, sat, mid).meets:
+                ok = mid
+            else:
+                fail = mid
+
+
+def _key(rep: Replica, R: int) -> tuple:
+    preset = rep.hw.preset.name if rep.hw.preset else None
+    return rep.hw.name, preset, rep.dt, rep.tp, rep.pp, rep.ep, rep.serving.max_batched_tokens, rep.spec is not None, R
