@@ -45,7 +45,7 @@ def trial_record(t: Trial) -> dict:
     return {
         "config": t.label, "hardware": r.hw.name, "tp": r.tp, **({"pp": r.pp} if r.pp > 1 else {}),
         **({"ep": r.ep} if r.ep > 1 else {}), **({"nodes": r.nodes} if r.nodes > 1 else {}),
-        **({"speculative": True} if r.spec is not None else {}), "max_batch": r.max_batch, "replicas": t.replicas,
+        **({"speculative": True} if r.speculative is not None else {}), "max_batch": r.max_batch, "replicas": t.replicas,
         "gpus": t.gpus, "usd_per_hour": t.usd_per_hour, "usd_per_million_output_tokens": t.usd_per_million_output_tokens,
         "usd_per_million_total_tokens": t.usd_per_million_total_tokens,
         "meets_slos": t.meets, "failures": t.why() if not t.meets else None, "bottleneck": t.bottleneck,

@@ -44,7 +44,7 @@ class Replica:
     dt: Dtypes
     serving: Serving
     attention: str | None = None  # the attention kernel; None: the engine preset's (calc.cost.efficiency.pass_options)
-    spec: SpecConfig | None = None  # speculative decoding, when the replica runs it
+    speculative: SpecConfig | None = None  # speculative decoding, when the replica runs it
     pp: int = 1  # pipeline stages (GPUs per replica: tp x pp)
     ep: int = 1  # expert parallelism over the TP GPUs (MoE)
     imbalance: float = 1.0  # MoE under EP: the busiest GPU's routed load over the mean (calc.cost.parallel)
@@ -74,7 +74,7 @@ class Replica:
 
     @cached_property
     def draft(self) -> Draft | None:
-        return None if self.spec is None else draft_of(self.model, self.spec, self.dt, self.par)
+        return None if self.speculative is None else draft_of(self.model, self.speculative, self.dt, self.par)
 
     @cached_property
     def timer(self) -> StepTimer:
@@ -82,9 +82,9 @@ class Replica:
         d = self.draft
         if d is None:
             return PlainTimer(self.steps, self.logits)
-        draft_sm = step_model(d.model, self.hw, d.dtypes, draft_efficiency(self.eff, self.spec), self.attention,
+        draft_sm = step_model(d.model, self.hw, d.dtypes, draft_efficiency(self.eff, self.speculative), self.attention,
                               d.parallel)
-        return SpecTimer(self.steps, draft_sm, self.spec.k, float(expected_tokens(self.spec.acceptance, self.spec.k)),
+        return SpecTimer(self.steps, draft_sm, self.speculative.k, float(expected_tokens(self.speculative.acceptance, self.speculative.k)),
                          self.logits)
 
     @property
@@ -120,7 +120,7 @@ class Replica:
 
     @property
     def label(self) -> str:
-        return f"{self.hw.name} {self.split} mb{self.max_batch}" + (" spec" if self.spec else "")
+        return f"{self.hw.name} {self.split} mb{self.max_batch}" + (" spec" if self.speculative else "")
 
     def with_max_batch(self, max_batch: int) -> Replica:
         """The same replica with another max batch, sharing the KV budget and step model

@@ -171,21 +171,21 @@ def _vllm(rep, R, max_len, args, fields) -> Launch:
                           ASSUMES["graph_max_batch"]))
     dflags, dnotes = _dtype_notes(rep.dt, rep.model, "--quantization", ("--kv-cache-dtype", "fp8"), "vLLM")
     flags += dflags
-    if rep.spec is not None:
+    if rep.speculative is not None:
         flags.append(Flag("--speculative-config", json.dumps(_spec_json(rep)),
                           f"speculative decoding: {_spec_assumes(rep)}"))
     return Launch("vllm", ("vllm", "serve", model_id(rep.model)), tuple(flags), None, R, (*notes, *dnotes))
 
 
 def _spec_json(rep) -> dict:
-    s = rep.spec
+    s = rep.speculative
     if s.draft is not None:
         return {"model": model_id(s.draft), "num_speculative_tokens": s.k}
     return {"method": "eagle", "model": f"<EAGLE heads for {model_id(rep.model)}>", "num_speculative_tokens": s.k}
 
 
 def _spec_assumes(rep) -> str:
-    s = rep.spec
+    s = rep.speculative
     what = f"draft {s.draft.name}" if s.draft is not None else "draft heads"
     return f"{what}, {s.k} tokens drafted per step, acceptance {s.acceptance:g} assumed"
 
@@ -205,8 +205,8 @@ def _sglang(rep, R, max_len, args, fields) -> Launch:
         flags.append(Flag("--enable-mixed-chunk", None, ASSUMES["prefill"] + ": mixed"))
     dflags, notes = _dtype_notes(rep.dt, rep.model, "--quantization", ("--kv-cache-dtype", "fp8_e4m3"), "SGLang")
     flags += dflags
-    if rep.spec is not None:
-        s = rep.spec
+    if rep.speculative is not None:
+        s = rep.speculative
         algo = "STANDALONE" if s.draft is not None else "EAGLE"
         draft = model_id(s.draft) if s.draft is not None else f"<EAGLE heads for {model_id(rep.model)}>"
         flags += [Flag("--speculative-algorithm", algo, f"speculative decoding: {_spec_assumes(rep)}"),
@@ -241,7 +241,7 @@ def _trtllm(rep, R, max_len, args, fields) -> Launch:
     if rep.dt.kv == "fp8" and rep.model.serving_dtype != "fp8":
         options.setdefault("kv_cache_config", {})["dtype"] = "fp8"
         notes = [n for n in notes if "KV" not in n]
-    if rep.spec is not None:
+    if rep.speculative is not None:
         notes.append(f"speculative decoding ({_spec_assumes(rep)}): set speculative_config in {OPTIONS} "
                      "(TensorRT-LLM's decoding types differ by draft kind)")
     flags.append(Flag("--extra_llm_api_options", OPTIONS, "the settings below, which trtllm-serve reads from a file"))
@@ -261,7 +261,7 @@ def _lmdeploy(rep, R, max_len, args, fields) -> Launch:
              (("pipeline parallelism", f"PP{rep.pp}", rep.pp > 1), ("expert parallelism flag", f"EP{rep.ep}", rep.ep > 1))
              if on]
     dflags, dnotes = _dtype_notes(rep.dt, rep.model, None, None, "LMDeploy")
-    if rep.spec is not None:
+    if rep.speculative is not None:
         notes.append(f"speculative decoding ({_spec_assumes(rep)}): not set by this command")
     return Launch("lmdeploy", ("lmdeploy", "serve", "api_server", model_id(rep.model)), tuple(flags + dflags), None,
                   R, (*notes, *dnotes))
@@ -278,6 +278,6 @@ def _tgi(rep, R, max_len, args, fields) -> Launch:
              (("pipeline parallelism", f"PP{rep.pp}", rep.pp > 1), ("expert parallelism flag", f"EP{rep.ep}", rep.ep > 1))
              if on]
     dflags, dnotes = _dtype_notes(rep.dt, rep.model, "--quantize", ("--kv-cache-dtype", "fp8_e4m3fn"), "TGI")
-    if rep.spec is not None:
+    if rep.speculative is not None:
         notes.append(f"speculative decoding ({_spec_assumes(rep)}): not set by this command")
     return Launch("tgi", ("text-generation-launcher",), tuple(flags + dflags), None, R, (*notes, *dnotes))

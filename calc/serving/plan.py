@@ -94,7 +94,7 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
                     serving0.model_copy(update={"max_batched_tokens": chunk})
                 note = tag + (f", chunk {chunk:,}" if len(chunks) > 1 else "") + (", speculative" if sp else "")
                 opt = Option(hw, tp, None, price, pp, ep, nodes, note=note)
-                base = Replica(model, hw, tp, max(batches), dt, serving, spec=sp, pp=pp, ep=ep, nodes=nodes)
+                base = Replica(model, hw, tp, max(batches), dt, serving, speculative=sp, pp=pp, ep=ep, nodes=nodes)
                 kv = base.kv
                 if not kv.fits:
                     # no whole KV page: either weights + workspace exceed the usable memory, or what
@@ -184,7 +184,7 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
     if shown is not None:  # the dtypes of what it shows (one of the choices searched)
         result = replace(result, dtypes=shown.replica.dt, what_if=what_if(shown, shown.replica.dt),
                          wall_s=time.perf_counter() - t0)
-    if search.spec is not None:
+    if search.speculative is not None:
         result = replace(result, spec_effect=_spec_effect(wl, result), wall_s=time.perf_counter() - t0)
     return result
 
@@ -192,9 +192,9 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
 def _spec_effect(wl: LoadedWorkload, result: Plan) -> SpecEffect | None:
     """Best with and without speculation, and the batch rows for the speculating replica nearest the answer."""
     ranked = result.ranked
-    with_ = next((t for t in ranked if t.replica.spec is not None), None)
-    without = next((t for t in ranked if t.replica.spec is None), None)
-    ref = with_ or next((o for o in result.options if o.trials and o.trials[0].replica.spec is not None), None)
+    with_ = next((t for t in ranked if t.replica.speculative is not None), None)
+    without = next((t for t in ranked if t.replica.speculative is None), None)
+    ref = with_ or next((o for o in result.options if o.trials and o.trials[0].replica.speculative is not None), None)
     rep = ref.replica if with_ is not None else (ref.trials[0].replica if ref is not None else None)
     if rep is None:
         return None

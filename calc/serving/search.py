@@ -34,7 +34,7 @@ class Search:
         self.prefix = self.prefix_for(wl.serving_for(wl.hardware[0]).block_size)
         self.sims = 0
         self.done: dict[tuple, list[Trial]] = {}  # (hardware, TP, chunk, speculating, replicas) -> trials
-        self.spec = speculative_config(wl, dt)
+        self.speculative = speculative_config(wl, dt)
 
     def choices(self):
         """(dtypes, speculative config, label note, hardware under an engine) for every dtype
@@ -44,7 +44,7 @@ class Search:
         picks = wl.spec.dtype_choices
         for d in picks:
             dt = Dtypes.resolve(model, d.weight, d.kv, d.compute)
-            sp = self.spec if dt == self.dt else speculative_config(wl, dt)
+            sp = self.speculative if dt == self.dt else speculative_config(wl, dt)
             dnote = f", {dt.weight} weights, {dt.kv} KV" if len(picks) > 1 else ""
             for hw in wl.hardware:
                 for h in wl.under_each_engine(hw):
@@ -135,4 +135,4 @@ class Search:
 
 def _key(rep: Replica, R: int) -> tuple:
     preset = rep.hw.preset.name if rep.hw.preset else None
-    return rep.hw.name, preset, rep.dt, rep.tp, rep.pp, rep.ep, rep.serving.max_batched_tokens, rep.spec is not None, R
+    return rep.hw.name, preset, rep.dt, rep.tp, rep.pp, rep.ep, rep.serving.max_batched_tokens, rep.speculative is not None, R

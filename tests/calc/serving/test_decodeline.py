@@ -33,7 +33,7 @@ def replica(i: int, k: int = 0) -> Replica:
     name, hw, tp, ep, imb = CONFIGS[i]
     m = load_model(name)
     spec = SpecConfig(k, 0.7, draft=load_model("llama-3.2-1b")) if k else None
-    return Replica(m, load_hardware(hw), tp, 256, Dtypes.resolve(m), Serving(), ep=ep, imbalance=imb, spec=spec)
+    return Replica(m, load_hardware(hw), tp, 256, Dtypes.resolve(m), Serving(), ep=ep, imbalance=imb, speculative=spec)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

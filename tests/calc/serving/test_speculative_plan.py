@@ -27,7 +27,7 @@ DT = Dtypes.resolve(TARGET)
 
 
 def _rep(spec, max_batch=8, tp=1):
-    return Replica(TARGET, H100, tp, max_batch, DT, Serving(), spec=spec)
+    return Replica(TARGET, H100, tp, max_batch, DT, Serving(), speculative=spec)
 
 
 def test_verification_features_by_hand():
@@ -99,7 +99,7 @@ def test_planner_searches_with_and_without(tmp_path):
     w = tmp_path / "w.yaml"
     w.write_text(WL + "speculative: {draft: llama-3.2-1b, k: 4, acceptance: 0.7}\n")
     p = plan(load_workload(w))
-    specs = {o.trials[0].replica.spec is not None for o in p.options if o.trials}
+    specs = {o.trials[0].replica.speculative is not None for o in p.options if o.trials}
     assert specs == {True, False}
     e = p.spec_effect
     assert e is not None and e.best_with is not None

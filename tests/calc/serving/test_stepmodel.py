@@ -93,7 +93,7 @@ def test_speculative_timer_is_the_cost_model(kv, chunks, k):
     want = float(mixed_step_cost(target, rep.hw, new_t, pt, rep.dt, rep.eff, rep.attention, rep.par, phase, logits,
                                  k + 1).time_s)
     d = rep.draft
-    deff = draft_efficiency(rep.eff, rep.spec)
+    deff = draft_efficiency(rep.eff, rep.speculative)
     first = float(mixed_step_cost(draft, rep.hw, np.concatenate([np.ones(kv.size), chunk]), pt, d.dtypes, deff,
                                   rep.attention, d.parallel, phase).time_s)
     rest = float(mixed_step_cost(draft, rep.hw, np.ones(kv.size), kv, d.dtypes, deff, rep.attention, d.parallel).time_s)
@@ -105,7 +105,7 @@ def test_speculative_timer_is_the_cost_model(kv, chunks, k):
 def _spec_replica(k):
     target, draft = load_model("llama-3.1-8b"), load_model("llama-3.2-1b")
     return Replica(target, load_hardware("h100-sxm"), 1, 64, Dtypes.resolve(target), Serving(),
-                   spec=SpecConfig(k, 0.7, draft=draft))
+                   speculative=SpecConfig(k, 0.7, draft=draft))
 
 
 @pytest.mark.parametrize("model, tp", [("llama-3.1-70b", 4), ("llama-3.1-70b", 8), ("llama-3.1-8b", 4)])
