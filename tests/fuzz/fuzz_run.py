@@ -63,6 +63,8 @@ def run_case(case: Case, tmp: Path, time_cap_s: float = 60.0) -> Outcome:
     signal.setitimer(signal.ITIMER_REAL, time_cap_s)
     try:
         try:
+            if args[:1] == ["@web"]:
+                return run_web(case, args[1], args[2])
             result = CliRunner().invoke(app, args, catch_exceptions=True)
         except Hang:
             return Outcome(case.kind, "hang", None, "", f"over {time_cap_s:g} s")
@@ -79,6 +81,61 @@ def run_case(case: Case, tmp: Path, time_cap_s: float = 60.0) -> Outcome:
     if damaged:
         return Outcome(case.kind, "damaged", result.exit_code, "", damaged)
     return classify(case, result)
+
+
+def _web_answer(route: str, payload):
+    from calc.web import api, comparing
+
+    if route == "estimate":
+        return api.estimate_answer(payload)
+    if route == "ops":
+        return api.ops_answer(payload)
+    if route == "sweep":
+        return api.sweep_answer(payload)
+    if route == "explore":
+        from calc.web.explore import explore_answer
+
+        return explore_answer(payload)
+    if route == "show":
+        from starlette.requests import Request
+
+        query = "&".join(f"{k}={v}" for k, v in payload.items()).encode()
+        return json.loads(api.show_route(Request({"type": "http", "query_string": query, "headers": []})).body)
+    if route == "compare":
+        return json.loads(comparing.compare_answer(payload))
+    if route == "workload":
+        import tempfile
+
+        from calc.web.planning import prepare_workload
+
+        with tempfile.TemporaryDirectory() as folder:
+            prepare_workload(payload, Path(folder))
+        return {}
+    raise ValueError(route)
+
+
+def run_web(case: Case, route: str, body: str) -> Outcome:
+    """One page API call in-process: a 4xx ApiError must carry the CLI's one line; anything else
+    escaping is a traceback; an answer is judged as a JSON output is."""
+    from calc.web.params import ApiError
+
+    payload = json.loads(body)
+    try:
+        answer = _web_answer(route, payload)
+    except ApiError as exc:
+        line = exc.line
+        ok = (400 <= exc.status < 500 and "\n" not in line.strip() and line.startswith("roofline: error: ")
+              and ": " in line[len("roofline: error: "):])
+        return Outcome(case.kind, "one_line" if ok else "multi_line", exc.status, line,
+                       "" if ok else f"{exc.status}: {line[:200]!r}")
+    except MemoryError:
+        return Outcome(case.kind, "memory", None, "", "MemoryError")
+    except Hang:
+        raise
+    except Exception as exc:  # noqa: BLE001 (the page would answer 500)
+        return Outcome(case.kind, "traceback", None, "", f"{type(exc).__name__}: {str(exc)[:200]}")
+    why = _bad_json(answer, "")
+    return Outcome(case.kind, "suspect" if why else "ok", 0, "", why or "")
 
 
 def _damaged(case: Case, tmp: Path) -> str | None:
