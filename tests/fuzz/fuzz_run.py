@@ -179,9 +179,12 @@ def classify(case: Case, result) -> Outcome:
 
 
 _NONFINITE = re.compile(r"(?<![\w-])-?(nan|inf)(?![\w-])", re.I)  # as Python prints them
-_SIGNED = ("error", "delta", "change", "diff", "residual", "bias")
+_SIGNED = ("error", "delta", "change", "diff", "residual", "bias",
+           "growth")  # backlog_growth: waiting at the last measured arrival minus at the first (shrinks too)
 # nulls the README documents: TPOT of a request with one output token (no decode step)
-_DOCUMENTED_NULLS = {"tpot_s", "usd_per_million_output_tokens"}  # G = 1; a profile without a price
+_DOCUMENTED_NULLS = {"tpot_s", "usd_per_million_output_tokens",  # G = 1; a profile without a price
+                     "rate_per_s",  # compare: a run at a fixed concurrency (load: concurrency) has no rate
+                     "searched_slo_s"}  # plan --format json: the tightened targets of --robust, null without it
 
 
 def suspect(stdout: str, args: list[str]) -> str | None:
