@@ -1,7 +1,7 @@
 """The fuzz campaign (not run in CI): 10,000+ generated inputs under memory and time caps, plus
 random SIGKILLs of commands that write files; prints the counts.
 
-    python tests/fuzz/campaign.py                      # 10,000 inputs, 1 worker, 24 kills
+    python tests/fuzz/campaign.py                      # 10,000 inputs, 1 worker, 24 kills (kills.py)
     python tests/fuzz/campaign.py --n 500 --kills 0    # a quick look
 
 Inputs: ``fuzz_seeds.SEEDS`` (issue 17's reproducers), then ``fuzz_inputs.generate`` with seeded randoms.
@@ -10,23 +10,27 @@ Each worker process runs its share in-process (typer's CliRunner) under RLIMIT_A
 ``--rss-gb`` or that raises MemoryError counts as a memory blow-up, and a worker that dies
 marks its case so and is restarted after it.
 
-Kills: plan, sweep, plot, calibrate and validate are run to completion once into a folder,
-then started again and SIGKILLed at a random moment; every output file must then be the old
-one, absent, or a complete new one (PNG to its IEND, JSON / YAML parsing, CSV rows whole), and
-a rerun must succeed and leave no temp file.
+Families: the hand-written generators of fuzz_inputs.py for every subcommand, and (half the
+inputs) the schema-driven ones of fuzz_families.py and fuzz_extra.py: workloads (disaggregation,
+speculative, prefix blocks), kernel tables and the profiles pointing to them, benchmark results
+of every fixture format, odd output paths, guard variables, gentle near-valid inputs, the web
+API, catalog folders and the long commands' argument checks.
+
+A memory blow-up in a worker that ran other cases first is rerun in a fresh worker, whose verdict
+stands (RLIMIT_AS counts the address space earlier cases left).
+
+Kills (``--kills N``): tests/fuzz/kills.py, SIGKILL / SIGINT / SIGTERM at random moments across
+the commands that write files.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
-import csv
-import io
 import json
 import os
 import random
 import resource
-import signal
 import subprocess
 import sys
 import tempfile
@@ -152,106 +156,6 @@ def retry_of(rec: dict, first: int) -> bool:
     return rec["index"] == first
 
 
-# --------------------------------------------------------------------------- kills
-
-
-def _complete(path: Path) -> bool:
-    """A whole file of its kind (a half-written one fails)."""
-    data = path.read_bytes()
-    if not data:
-        return False
-    suffix = path.suffix
-    try:
-        if suffix == ".png":
-            return data.startswith(b"\x89PNG\r\n\x1a\n") and data.endswith(b"IEND\xaeB`\x82")
-        if suffix == ".json":
-            json.loads(data)
-        elif suffix == ".jsonl":
-            [json.loads(x) for x in data.splitlines()]
-        elif suffix in (".yaml", ".yml"):
-            import yaml
-
-            yaml.safe_load(data)
-        elif suffix == ".csv":
-            rows = list(csv.reader(io.StringIO(data.decode())))
-            return bool(rows) and all(len(r) == len(rows[0]) for r in rows) and data.endswith(b"\n")
-        elif suffix == ".html":
-            return data.rstrip().endswith(b"</html>")
-        elif suffix == ".svg":
-            return data.rstrip().endswith(b"</svg>")
-        return True
-    except (ValueError, UnicodeDecodeError):
-        return False
-    except Exception:  # noqa: BLE001 (yaml errors)
-        return False
-
-
-def _commands(folder: Path) -> list[tuple[str, list[str], float]]:
-    """(name, argv, a typical run time in s on this machine) of the commands that write files."""
-    wl = ROOT / "reports" / "plans" / "workloads" / "chat-llama-3.1-8b.yaml"
-    saved = ROOT / "reports" / "validation" / "cpu-heldout-1thread"  # kernel tables and the profile fitted to them
-    return [
-        ("plan", ["plan", str(wl), "--out", str(folder / "plan"), "--requests", "300"], 4.0),
-        ("sweep", ["sweep", "--batch", "1:200", "--prompt-len", "64:4096:64", "--out", str(folder / "s.csv")], 4.0),
-        ("plot", ["plot", "ttft", "--out", str(folder / "p.png")], 2.0),
-        ("calibrate", ["calibrate", "--kernels", str(saved / "kernels"), "--hardware", "cpu-generic-2core",
-                       "--out", str(folder / "cal.yaml")], 3.0),
-        ("validate", ["validate", "-m", "tiny-decoder", "--quick", "--dtype", "fp32", "--budget", "2",
-                      "--profile", str(saved / "calibrated.yaml"), "--out", str(folder / "v")], 5.0),
-    ]
-
-
-def _outputs(target: Path) -> list[Path]:
-    if target.is_dir():
-        return sorted(p for p in target.rglob("*") if p.is_file() and not p.name.startswith("."))
-    return [target] if target.exists() else []
-
-
-def _temps(target: Path) -> list[Path]:
-    folder = target if target.is_dir() else target.parent
-    return sorted(folder.rglob(".*.tmp"))
-
-
-def run_kills(n: int, seed: int) -> dict:
-    rng = random.Random(seed)
-    cli = [sys.executable, "-m", "calc.cli.app"]
-    stats = collections.Counter()
-    notes = []
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        commands = _commands(folder)
-        for _name, argv, _ in commands:  # the old files
-            subprocess.run(cli + argv, cwd=ROOT, capture_output=True, timeout=600, check=True)
-        for i in range(n):
-            name, argv, typical = commands[i % len(commands)]
-            target = Path(argv[argv.index("--out") + 1])
-            old = {p: p.read_bytes() for p in _outputs(target)}
-            p = subprocess.Popen(cli + argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(rng.uniform(0.3, typical * 1.2))
-            os.kill(p.pid, signal.SIGKILL)
-            p.wait()
-            stats["kills"] += 1
-            for f in _outputs(target):
-                stats["files checked"] += 1
-                if not (old.get(f) == f.read_bytes() or _complete(f)):
-                    stats["damaged"] += 1
-                    notes.append(f"{name}: {f.name} damaged after a kill")
-            stats["temp files left by a kill"] += len(_temps(target))
-            rerun = subprocess.run(cli + argv, cwd=ROOT, capture_output=True, timeout=600)
-            if rerun.returncode != 0:
-                stats["reruns failed"] += 1
-                notes.append(f"{name}: rerun exit {rerun.returncode}: {rerun.stderr.decode()[-200:]}")
-            left = _temps(target)
-            stats["temp files left after the rerun"] += len(left)
-            if left:
-                notes.append(f"{name}: {', '.join(x.name for x in left)} after the rerun")
-            for f in _outputs(target):
-                if not _complete(f):
-                    stats["damaged after the rerun"] += 1
-                    notes.append(f"{name}: {f.name} incomplete after the rerun")
-    return {"stats": stats, "notes": notes}
-
-
 # --------------------------------------------------------------------------- report
 
 
@@ -307,11 +211,9 @@ def report(results: list[dict], wall_s: float, kills: dict | None) -> None:
 
 
 def report_kills(kills: dict) -> None:
-    s = kills["stats"]
     print("\n| kills | count |\n|---|---|")
-    for key in ("kills", "files checked", "damaged", "temp files left by a kill", "reruns failed",
-                "temp files left after the rerun", "damaged after the rerun"):
-        print(f"| {key} | {s.get(key, 0)} |")
+    for key, value in sorted(kills["stats"].items()):
+        print(f"| {key} | {value} |")
     for note in kills["notes"][:20]:
         print(f"- {note}")
 
@@ -342,6 +244,8 @@ def main() -> None:
     if args.summary:
         write_summary(args.summary, summary(results, wall, args.seed))
     if args.kills:
+        from kills import run_kills
+
         report_kills(run_kills(args.kills, args.seed))
 
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import csv
+import io
 import json
 import os
 import random
@@ -36,8 +38,6 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path[:0] = [str(ROOT), str(HERE)]
 
-from campaign import _complete  # noqa: E402  (one judge of a whole file, shared with the campaign)
-
 CLI = [sys.executable, "-c", "from calc.cli.entry import main; main()"]  # the console script's path
 # the same, with a mark on stderr once calc.cli.entry is loaded: a signal before it lands in
 # Python's own start-up, Python's to report (tests/calc/cli/test_interrupt.py does the same)
@@ -45,6 +45,37 @@ MARKED = [sys.executable, "-c", "import sys; from calc.cli.entry import main; sy
           "sys.stderr.flush(); sys.exit(main())"]
 SIGNALS = (signal.SIGKILL, signal.SIGINT, signal.SIGTERM)
 EXPECTED = {signal.SIGINT: (130, "roofline: interrupted"), signal.SIGTERM: (143, "roofline: terminated")}
+
+
+def _complete(path: Path) -> bool:
+    """A whole file of its kind (a half-written one fails)."""
+    data = path.read_bytes()
+    if not data:
+        return False
+    suffix = path.suffix
+    try:
+        if suffix == ".png":
+            return data.startswith(b"\x89PNG\r\n\x1a\n") and data.endswith(b"IEND\xaeB`\x82")
+        if suffix == ".json":
+            json.loads(data)
+        elif suffix == ".jsonl":
+            [json.loads(x) for x in data.splitlines()]
+        elif suffix in (".yaml", ".yml"):
+            import yaml
+
+            yaml.safe_load(data)
+        elif suffix == ".csv":
+            rows = list(csv.reader(io.StringIO(data.decode())))
+            return bool(rows) and all(len(r) == len(rows[0]) for r in rows) and data.endswith(b"\n")
+        elif suffix == ".html":
+            return data.rstrip().endswith(b"</html>")
+        elif suffix == ".svg":
+            return data.rstrip().endswith(b"</svg>")
+        return True
+    except (ValueError, UnicodeDecodeError):
+        return False
+    except Exception:  # noqa: BLE001 (yaml errors)
+        return False
 
 
 def commands(folder: Path) -> dict[str, tuple[list[str], float]]:
@@ -208,9 +239,9 @@ def main() -> None:
     for note in res["notes"][:40]:
         print(f"- {note}")
     if args.summary:
-        from calc.core.files import atomic_write
+        from campaign import write_summary
 
-        atomic_write(args.summary, json.dumps(res, indent=1) + "\n", option="--summary")
+        write_summary(args.summary, res)
 
 
 if __name__ == "__main__":
