@@ -52,8 +52,7 @@ def validate_comm_cmd(
 
     if backend not in ("auto", "gloo", "nccl"):
         raise SpecError("--backend", None, f"must be auto, gloo or nccl, got {backend!r}")
-    if out.exists() and not out.is_dir():
-        raise SpecError("--out", None, f"{out} exists and is not a folder")
+    out_folder(out, parents=True, create=False)  # a name too long, a loop, a file in the way: one line
     try:
         res = validate_comm(world_size, out, backend, quick)
     except RuntimeError as exc:

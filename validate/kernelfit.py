@@ -20,11 +20,13 @@ The profile keeps the tables (``kernel_tables:``); the curves serve operators wi
 from __future__ import annotations
 
 import datetime as _dt
+import stat
 from pathlib import Path
 
 import numpy as np
 
 from calc.core.errors import SpecError
+from calc.core.files import check_path, stat_of
 from calc.core.units import DTYPE_BYTES, GB, MICRO, TB, TERA
 from calc.cost.kernels import work
 from calc.spec.hardware import HardwareSpec
@@ -150,9 +152,10 @@ def fitted_profile(tables: list[KernelTable], paths: list[str], name: str, kind:
 
 def load_folder(folder: Path) -> tuple[list[KernelTable], list[Path]]:
     """The tables in ``folder`` (or its kernels/ subfolder), sorted by file name."""
-    folder = Path(folder)
+    folder = check_path(folder, "--kernels")  # a name too long: one line, not ENAMETOOLONG
     sub = folder / "kernels"
-    where = sub if sub.is_dir() else folder
+    info = stat_of(sub, "--kernels")
+    where = sub if info is not None and stat.S_ISDIR(info.st_mode) else folder
     files = sorted(where.glob("*.yaml"))
     if not files:
         raise SpecError("--kernels", None, f"no kernel tables (*.yaml) in {where}")

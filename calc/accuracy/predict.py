@@ -47,9 +47,9 @@ def predict(row: Row, preset: EngineSpec | None) -> float:
 
 def serving_time(row: Row, preset: EngineSpec | None) -> float:
     """The preset's per-request serving time (outside the model) a client-side TTFT or e2e adds."""
-    if preset is None or preset.ideal or row.metric not in ("ttft_s", "e2e_s"):
+    if preset is None or row.metric not in ("ttft_s", "e2e_s"):
         return 0.0
-    return getattr(preset, SERVING_FIELD) * 1e-6
+    return preset.request_overhead_s  # reads SERVING_FIELD (0 for the ideal preset)
 
 
 def model_metric(row: Row, preset: EngineSpec | None) -> float:

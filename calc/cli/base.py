@@ -93,8 +93,8 @@ class RooflineGroup(TyperGroup):
         """A Ctrl-C inside a command says so (typer would turn it into a silent Exit(130))."""
         try:
             return super().invoke(ctx)
-        except KeyboardInterrupt:
-            interrupted()
+        except KeyboardInterrupt as exc:
+            interrupted(exc)
 
 
 app = typer.Typer(

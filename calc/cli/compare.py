@@ -46,7 +46,7 @@ def compare_cmd(
     from calc.accuracy.compare import compare_files, load_preset
     from calc.accuracy.scenario import Conditions
     from calc.core import text as render
-    from calc.core.files import out_folder
+    from calc.core.files import check_writable, out_folder
     from calc.render import compare as view
     from calc.spec.catalog import load_hardware, load_model
 
@@ -58,6 +58,8 @@ def compare_cmd(
         load_preset(engine)
     if out is not None:  # a file in the way is refused before any work, not after it
         out_folder(out, "--out", parents=True, create=False)
+    if fit and fit_out is not None:  # so is a --fit-out that cannot be written (a missing folder, a device)
+        check_writable(fit_out, "--fit-out")
     options = Conditions(model=model, hardware=hardware, engine=engine, tp=tp, weight_dtype=weight_dtype,
                          kv_dtype=kv_dtype, compute_dtype=compute_dtype, engine_args=_engine_args(engine_arg))
     runs, failures, presets = compare_files(results, options)

@@ -43,7 +43,7 @@ def check_path(path: Path | str, option: str = "--out") -> Path:
     return path
 
 
-def _stat(path: Path, option: str):
+def stat_of(path: Path, option: str):
     """os.stat of ``path`` (None when absent); a path the system refuses (a symlink loop, a
     component that is not a folder) is one SpecError."""
     try:
@@ -62,12 +62,12 @@ def check_writable(path: Path, option: str = "--out") -> Path:
     over /dev/null would turn it into a regular file)."""
     path = check_path(path, option)
     folder = path.parent if str(path.parent) else Path(".")
-    info = _stat(folder, option)
+    info = stat_of(folder, option)
     if info is None or not stat.S_ISDIR(info.st_mode):
         raise SpecError(option, None, f"{_short(path)}: the folder {_short(folder)} does not exist")
     if not os.access(folder, os.W_OK):
         raise SpecError(option, None, f"{_short(path)}: cannot write there")
-    info = _stat(path, option)
+    info = stat_of(path, option)
     if info is not None and stat.S_ISDIR(info.st_mode):
         raise SpecError(option, None, f"{_short(path)}: cannot write there: it is a folder")
     if info is not None and not stat.S_ISREG(info.st_mode):
@@ -80,11 +80,11 @@ def out_folder(out: Path | str, option: str = "--out", parents: bool = False, cr
     """An output folder, created when absent (with its parents when ``parents``; only checked
     when not ``create``); a file in the way, a missing parent or no permission is one SpecError."""
     path = check_path(out, option)
-    info = _stat(path, option)
+    info = stat_of(path, option)
     if info is not None and not stat.S_ISDIR(info.st_mode):
         raise SpecError(option, None, f"{_short(path)} exists and is not a folder")
     if not parents:
-        parent = _stat(path.parent, option)
+        parent = stat_of(path.parent, option)
         if parent is None or not stat.S_ISDIR(parent.st_mode):
             raise SpecError(option, None, f"{_short(path)}: the folder {_short(path.parent)} does not exist")
     if create and info is None:
@@ -205,7 +205,7 @@ def read_text(path: Path | str, what: str = "file", limit: int | None = None,
         raise SpecError(path, None, limits.too_many("bytes", info.st_size, limit, limit_env))
     try:
         with open(path, "rb") as fh:
-            data = fh.read(limit + 1)
+            data = read_at_most(fh, limit + 1)
     except OSError as exc:
         raise SpecError(path, None, f"cannot read {what} ({exc.strerror or exc})") from None
     if len(data) > limit:
@@ -214,6 +214,22 @@ def read_text(path: Path | str, what: str = "file", limit: int | None = None,
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SpecError(path, None, f"not UTF-8 text (byte {exc.start}: {data[exc.start:exc.start + 1]!r})") from None
+
+
+CHUNK_BYTES = 1 << 20
+
+
+def read_at_most(fh: IO[bytes], size: int) -> bytes:
+    """Up to ``size`` bytes of ``fh``, read a MiB at a time: ``fh.read(size)`` allocates ``size``
+    bytes before it reads one, so a limit raised to a petabyte would be a MemoryError."""
+    chunks, got = [], 0
+    while got < size:
+        chunk = fh.read(min(CHUNK_BYTES, size - got))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
 def _short(path: Path) -> str:

@@ -108,7 +108,7 @@ class Efficiency:
         return replace(
             self, engine=preset.name, attention=preset.attention, gemm_m_half=preset.gemm_m_half,
             memory_half_bytes=preset.memory_half_mb * MB, kernel_overhead_s=per_kernel * MICRO,
-            step_overhead_s=preset.step_overhead_us * MICRO, request_overhead_s=preset.request_overhead_us * MICRO,
+            step_overhead_s=preset.step_overhead_us * MICRO, request_overhead_s=preset.request_overhead_s,
             compute=self.compute * preset.compute_scale, memory=self.memory * preset.memory_scale, by_dtype=(),
             compute_scale=preset.compute_scale, memory_scale=preset.memory_scale, curves=curves,
             kernel_counts=tuple(preset.kernels.items()), custom_allreduce=preset.custom_allreduce,

@@ -53,7 +53,7 @@ def _candidates(wl, dt, T, G, prefix):
             if tp > spec.max_gpus or validate_split(model, hw, tp):
                 continue
             rep = Replica(model, hw, tp, max(dg.prefill.max_batch or spec.max_batch), dt, serving_p(hw))
-            if not rep.kv.fits or rep.kv.pages_for(int(T.max())) > rep.kv.pages:
+            if not rep.kv.admits(int(T.max()), rep.serving.watermark):
                 continue
             prefills.append(_Pool(rep, wl.price_per_gpu_hour(hw), steady_state(rep, T, ones, prefix=prefix)
                                   .requests_per_s))
@@ -64,8 +64,9 @@ def _candidates(wl, dt, T, G, prefix):
             if tp > spec.max_gpus or validate_split(model, hw, tp):
                 continue
             base = Replica(model, hw, tp, max(dg.decode.max_batch or spec.max_batch), dt, wl.serving_for(hw))
-            if not base.kv.fits or base.kv.pages_for(longest) > base.kv.pages:
-                kv_short.append(f"{hw.name} TP{tp} ({max(base.kv.pages, 0) * base.kv.block_size:,} positions)")
+            if not base.kv.admits(longest, base.serving.watermark):  # the watermark's pages kept free
+                room = max(base.kv.admissible_pages(base.serving.watermark), 0) * base.kv.block_size
+                kv_short.append(f"{hw.name} TP{tp} ({room:,} positions past the watermark)")
                 continue
             held = CachedPrefix(T - 1, 0, base.kv.block_size)
             for mb in sorted(set(dg.decode.max_batch or spec.max_batch)):

@@ -82,6 +82,16 @@ class KVBudget:
         """Pages a sequence of ``positions`` cached tokens holds: ceil(positions / block)."""
         return np.ceil(np.asarray(positions, float) / self.block_size)
 
+    def admissible_pages(self, watermark: float) -> int:
+        """Pages one request may take: all but the watermark's share the scheduler keeps free
+        (calc.serving.scheduler admits a prompt only while ceil(watermark x pages) stay free)."""
+        return self.pages - int(math.ceil(watermark * self.pages))
+
+    def admits(self, positions: int, watermark: float) -> bool:
+        """Whether one request holding ``positions`` tokens can ever be admitted (else the
+        simulator stalls on it)."""
+        return self.fits and self.pages_for(positions) <= self.admissible_pages(watermark)
+
     def max_sequences(self, positions: int) -> int:
         """Sequences that fit at once when each holds ``positions`` tokens: floor(pages / ceil(positions / block))."""
         return int(self.pages // self.pages_for(positions))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from calc.core.errors import SpecError, known, suggest
-from calc.core.files import exists, read_text
+from calc.core.files import check_path, exists, read_text, stat_of
 from calc.spec.hardware import HardwareSpec
 from calc.spec.kernel_tables import load_kernel_tables
 from calc.spec.model import ModelSpec
@@ -46,11 +47,19 @@ def _catalog_dirs(default: Path, env: str) -> list[Path]:
     return [default, *extra]
 
 
+def _listed_folder(d: Path, env: str) -> bool:
+    """Whether ``d`` is a folder to list (a missing one is skipped, as PATH skips one); a path the
+    system refuses to look up (a name too long, a loop) is the variable's mistake, said in one line."""
+    check_path(d, env)
+    info = stat_of(d, env)
+    return info is not None and stat.S_ISDIR(info.st_mode)
+
+
 def _catalog(default: Path, env: str) -> dict[str, Path]:
     """name -> YAML path; later directories override earlier ones."""
     out: dict[str, Path] = {}
     for d in _catalog_dirs(default, env):
-        if d.is_dir():
+        if _listed_folder(d, env):
             for p in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")):
                 out[p.stem] = p
     return out

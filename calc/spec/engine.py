@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from calc.core.errors import SpecError, suggest
-from calc.core.units import GROUP_SCALED, canonical_dtype
+from calc.core.units import GROUP_SCALED, MICRO, canonical_dtype
 from calc.spec.base import SpecModel
 from calc.spec.scheduler import EngineArg, MemoryRule, Serving
 from calc.spec.yamlio import build, read_yaml
@@ -118,6 +118,12 @@ class EngineSpec(SpecModel):
         if bad:
             raise ValueError(f"kernel counts must be >= 0: {', '.join(bad)}")
         return v
+
+    @property
+    def request_overhead_s(self) -> float:
+        """The per-request serving time in seconds, the one conversion of ``request_overhead_us``
+        (the ideal roofline has none): what a client-side TTFT or e2e adds to the model's."""
+        return 0.0 if self.ideal else self.request_overhead_us * MICRO
 
 
 def read_presets(path: Path) -> dict[str, EngineSpec]:

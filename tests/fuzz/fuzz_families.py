@@ -75,14 +75,17 @@ def kernel_profile_case(rng: random.Random, files: dict) -> list[str]:
     return ["estimate", "-m", "tiny-decoder", "--hardware", "{tmp}/prof/hw.yaml", "--format", "json"]
 
 
-BENCH = ["vllm-serve-concurrency16.json", "vllm-serve-rate4-detailed.json", "vllm-latency.json", "guidellm.json",
-         "llama-bench.json", "sglang.jsonl", "llama-bench.csv"]
+def bench_names() -> list[str]:
+    """Every benchmark result fixture (a format added to the fixtures is fuzzed with no list to update)."""
+    folder = _root() / ROOT_FIXTURES
+    return sorted(p.name for p in folder.iterdir() if p.suffix in (".json", ".jsonl", ".csv")
+                  and not p.name.endswith(".roofline.yaml") and p.name not in ("truncated.json", "unknown.json"))
 
 
 def compare_case(rng: random.Random, files: dict) -> list[str]:
     from calc.accuracy.scenario import Conditions
 
-    names = [n for n in BENCH if (_root() / ROOT_FIXTURES / n).exists()]
+    names = bench_names()
     args = ["compare"]
     for i in range(rng.randint(1, 2)):
         name = rng.choice(names)
@@ -127,8 +130,12 @@ def calibrate_out_case(rng: random.Random, files: dict) -> list[str]:
             odd_path(rng, files, "cal.yaml")]
 
 
-FAMILIES = (("plan", workload_case), ("kernels", kernel_profile_case), ("compare", compare_case),
-            ("writers", calibrate_out_case))
+def _families():
+    from fuzz_extra import args_case, catalog_case, gentle_case, web_case
+
+    return (("plan", workload_case), ("kernels", kernel_profile_case), ("compare", compare_case),
+            ("writers", calibrate_out_case), ("gentle", gentle_case), ("gentle", gentle_case), ("web", web_case),
+            ("catalog", catalog_case), ("args", args_case))
 
 
 def family_case(rng: random.Random):
@@ -136,6 +143,9 @@ def family_case(rng: random.Random):
     from fuzz_inputs import Case
 
     files: dict = {}
-    kind, make = rng.choice(FAMILIES)
-    args = make(rng, files)
-    return Case(f"family-{kind}", args, files, guard_env(rng) if rng.random() < 0.2 else {})
+    kind, make = rng.choice(_families())
+    made = make(rng, files)
+    args, env = made if isinstance(made, tuple) else (made, {})
+    if rng.random() < 0.2:
+        env = {**env, **guard_env(rng)}
+    return Case(f"family-{kind}", args, files, env)

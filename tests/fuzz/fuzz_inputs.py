@@ -276,8 +276,8 @@ def _measurements(rng: random.Random) -> bytes:
 
 def generate(rng: random.Random) -> Case:
     """One input, of a kind drawn at random (every subcommand and every input kind; a third of
-    them from the schema-generated families of fuzz_families.py)."""
-    if rng.random() < 0.35:
+    half of them from the schema-generated families of fuzz_families.py and fuzz_extra.py)."""
+    if rng.random() < 0.5:
         from fuzz_families import family_case
 
         return family_case(rng)

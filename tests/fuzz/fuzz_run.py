@@ -63,6 +63,8 @@ def run_case(case: Case, tmp: Path, time_cap_s: float = 60.0) -> Outcome:
     signal.setitimer(signal.ITIMER_REAL, time_cap_s)
     try:
         try:
+            if args[:1] == ["@web"]:
+                return run_web(case, args[1], args[2])
             result = CliRunner().invoke(app, args, catch_exceptions=True)
         except Hang:
             return Outcome(case.kind, "hang", None, "", f"over {time_cap_s:g} s")
@@ -79,6 +81,61 @@ def run_case(case: Case, tmp: Path, time_cap_s: float = 60.0) -> Outcome:
     if damaged:
         return Outcome(case.kind, "damaged", result.exit_code, "", damaged)
     return classify(case, result)
+
+
+def _web_answer(route: str, payload):
+    from calc.web import api, comparing
+
+    if route == "estimate":
+        return api.estimate_answer(payload)
+    if route == "ops":
+        return api.ops_answer(payload)
+    if route == "sweep":
+        return api.sweep_answer(payload)
+    if route == "explore":
+        from calc.web.explore import explore_answer
+
+        return explore_answer(payload)
+    if route == "show":
+        from starlette.requests import Request
+
+        query = "&".join(f"{k}={v}" for k, v in payload.items()).encode()
+        return json.loads(api.show_route(Request({"type": "http", "query_string": query, "headers": []})).body)
+    if route == "compare":
+        return json.loads(comparing.compare_answer(payload))
+    if route == "workload":
+        import tempfile
+
+        from calc.web.planning import prepare_workload
+
+        with tempfile.TemporaryDirectory() as folder:
+            prepare_workload(payload, Path(folder))
+        return {}
+    raise ValueError(route)
+
+
+def run_web(case: Case, route: str, body: str) -> Outcome:
+    """One page API call in-process: a 4xx ApiError must carry the CLI's one line; anything else
+    escaping is a traceback; an answer is judged as a JSON output is."""
+    from calc.web.params import ApiError
+
+    payload = json.loads(body)
+    try:
+        answer = _web_answer(route, payload)
+    except ApiError as exc:
+        line = exc.line
+        ok = (400 <= exc.status < 500 and "\n" not in line.strip() and line.startswith("roofline: error: ")
+              and ": " in line[len("roofline: error: "):])
+        return Outcome(case.kind, "one_line" if ok else "multi_line", exc.status, line,
+                       "" if ok else f"{exc.status}: {line[:200]!r}")
+    except MemoryError:
+        return Outcome(case.kind, "memory", None, "", "MemoryError")
+    except Hang:
+        raise
+    except Exception as exc:  # noqa: BLE001 (the page would answer 500)
+        return Outcome(case.kind, "traceback", None, "", f"{type(exc).__name__}: {str(exc)[:200]}")
+    why = _bad_json(answer, "")
+    return Outcome(case.kind, "suspect" if why else "ok", 0, "", why or "")
 
 
 def _damaged(case: Case, tmp: Path) -> str | None:
@@ -111,6 +168,7 @@ def classify(case: Case, result) -> Outcome:
     lines = [ln for ln in stderr.splitlines() if ln.strip()]
     # the one-line promise: "roofline: error: WHERE: problem"; the planned-in / wrote lines of
     # a command that then failed a check do not count against it
+    lines = [ln for ln in lines if not ln.startswith(("wrote ", "planned in "))]
     errors = [ln for ln in lines if ln.startswith("roofline: error: ")]
     if code in (1, 2) and len(errors) == 1 and len(lines) == 1 and ": " in errors[0][len("roofline: error: "):]:
         return Outcome(case.kind, "one_line", code, stderr)
@@ -122,9 +180,12 @@ def classify(case: Case, result) -> Outcome:
 
 
 _NONFINITE = re.compile(r"(?<![\w-])-?(nan|inf)(?![\w-])", re.I)  # as Python prints them
-_SIGNED = ("error", "delta", "change", "diff", "residual", "bias")
+_SIGNED = ("error", "delta", "change", "diff", "residual", "bias",
+           "growth")  # backlog_growth: waiting at the last measured arrival minus at the first (shrinks too)
 # nulls the README documents: TPOT of a request with one output token (no decode step)
-_DOCUMENTED_NULLS = {"tpot_s", "usd_per_million_output_tokens"}  # G = 1; a profile without a price
+_DOCUMENTED_NULLS = {"tpot_s", "usd_per_million_output_tokens",  # G = 1; a profile without a price
+                     "rate_per_s",  # compare: a run at a fixed concurrency (load: concurrency) has no rate
+                     "searched_slo_s"}  # plan --format json: the tightened targets of --robust, null without it
 
 
 def suspect(stdout: str, args: list[str]) -> str | None:
@@ -140,8 +201,7 @@ def suspect(stdout: str, args: list[str]) -> str | None:
             return "unparseable JSON"
         return _bad_json(data, "")
     if "\n" in text and "," in text.splitlines()[0] and ("csv" in args or args[:1] == ["sweep"]):
-        rows = list(csv.DictReader(io.StringIO(text)))
-        for row in rows:
+        for row in csv.DictReader(io.StringIO(text)):  # streamed: a 400,000-row sweep is judged in constant memory
             for key, cell in row.items():
                 why = _bad_cell(key or "", cell)
                 if why:

@@ -39,3 +39,18 @@ def test_generated_inputs_keep_the_promise(tmp_path_factory, rng: random.Random)
     case = generate(rng)
     out = run_case(case, tmp_path_factory.mktemp("case"), time_cap_s=30)
     assert out.label in GOOD, (case.args, out.label, out.detail, out.stderr)
+
+
+def test_signals_during_a_write_leave_no_damage_no_temp_and_no_orphan():
+    """The fast part of kills.py: compare --out (the quickest writer of five files) sent SIGKILL,
+    SIGINT and SIGTERM at random moments; every file old or whole, no temp file left, no process
+    of its session running, each interrupt one line with 130 / 143, and a rerun that succeeds."""
+    from kills import run_kills
+
+    res = run_kills(3, seed=0, only=["compare"])
+    s = res["stats"]
+    assert s["kills"] == 3 and s["files checked"] >= 5, res
+    for bad in ("damaged files", "orphan processes", "temp files left after SIGINT/SIGTERM", "reruns failed",
+                "stale temp files after the rerun", "incomplete after the rerun",
+                "interrupts not said in one line with 130/143", "did not exit within 60 s of the signal"):
+        assert s.get(bad, 0) == 0, (bad, res["notes"])

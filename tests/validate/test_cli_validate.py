@@ -102,6 +102,20 @@ def test_calibrate_without_tables_exits_2(tmp_path):
     assert r.exit_code == 2 and "no kernel tables" in r.output
 
 
+@pytest.mark.parametrize("cmd", [["calibrate", "--hardware", "cpu-generic-2core", "--out", "{tmp}/p.yaml", "--kernels"],
+                                 ["validate-comm", "--world-size", "2", "--quick", "--out"]])
+@pytest.mark.parametrize("name, problem", [("k" * 300, "a name in the path is longer than 255 bytes"),
+                                           ("loop/x", "cannot look it up (Too many levels of symbolic links)")])
+def test_unlookupable_folders_are_one_line(tmp_path, cmd, name, problem):
+    """ENAMETOOLONG and ELOOP escaped calibrate --kernels and validate-comm --out as tracebacks (fuzz, issue 25)."""
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    r = runner.invoke(app, [a.replace("{tmp}", str(tmp_path)) for a in cmd] + [str(tmp_path / name)])
+    assert r.exit_code == 2, (r.output, r.exception)
+    option = cmd[-1]
+    [line] = r.output.strip().splitlines()
+    assert line.startswith(f"roofline: error: {option}: ") and line.endswith(problem), line
+
+
 def test_quick_validate_writes_everything(quick_run):
     r, out = quick_run
     assert r.exit_code == 0, r.output

@@ -1,6 +1,7 @@
 """Every subcommand through CliRunner, including the exit-2 paths."""
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -86,8 +87,13 @@ def test_models_hardware_show():
     d = json.loads(r.output)
     assert {"name", "params_total", "params_active", "kv_bytes_per_token", "weight_bytes"} <= set(d)
     assert d["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2
-    assert run("show", "h100-sxm").exit_code == 0
-    assert run("models").exit_code == 0 and run("hardware").exit_code == 0
+    r = run("show", "h100-sxm")  # the table names the entry and its data-sheet values
+    assert r.exit_code == 0 and re.search(r"^memory_gb\s+80\.0$", r.output, re.M), r.output
+    assert re.search(r"^memory_bandwidth_tb_s\s+3\.35$", r.output, re.M)
+    r = run("models")
+    assert r.exit_code == 0 and re.search(r"^llama-3\.1-8b\s+8\.03 B\s+8\.03 B\s+32\s+4096\s+gqa", r.output, re.M), r.output
+    r = run("hardware")
+    assert r.exit_code == 0 and re.search(r"^h100-sxm\s+gpu\s+80\s+3\.35\s+989\.4", r.output, re.M), r.output
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -88,6 +88,20 @@ def test_out_writes_report_and_chart(tmp_path):
     assert "TTFT, TPOT and ITL" in md and "TTFT mean" in page and "TPOT mean" in page
 
 
+@pytest.mark.parametrize("where, problem", [("missing/deeper/fit.yaml", "the folder {tmp}/missing/deeper does not exist"),
+                                            ("fifo", "exists and is not a regular file")])
+def test_an_unwritable_fit_out_is_refused_before_any_work(tmp_path, where, problem):
+    """--fit-out used to be checked only when the refit wrote it: a run that refitted nothing
+    printed a note and no error, and one that did failed after the work (fuzz, issue 25)."""
+    import os
+
+    os.mkfifo(tmp_path / "fifo")
+    r = run(BENCH / "vllm-latency.json", "--fit", "--fit-out", tmp_path / where)
+    assert r.exit_code == 2, r.output
+    [line] = r.output.strip().splitlines()  # long paths are shortened in the middle of the line
+    assert line.startswith("roofline: error: --fit-out: ") and problem.replace("{tmp}", str(tmp_path)) in line, line
+
+
 def test_fit_writes_a_preset_that_compare_can_use(tmp_path):
     files = sorted((BENCH / "published").glob("vllmbk*.json"))
     out = tmp_path / "fit.yaml"

@@ -31,3 +31,22 @@ def test_sigint_at_any_moment_is_one_line_and_130(delay_s, tmp_path):
     assert "Traceback" not in err, err
     assert p.returncode == 130, (p.returncode, err)
     assert err.strip().splitlines() == ["roofline: interrupted"], err
+
+
+@pytest.mark.parametrize("delay_s", [0.01, 0.3, 1.0])
+def test_sigterm_is_one_line_143_and_leaves_no_temp_file(delay_s, tmp_path):
+    """SIGTERM (what `kill`, systemd and container runtimes send) once ended the process on the
+    spot: no word, status -15, and a writer's temp file left for the next run (kills, issue 25).
+    It is now raised as an interrupt: the writer removes its temp file, one line, exit 143."""
+    args = ["sweep", "--batch", "1:64", "--prompt-len", "128:32768:128", "--output-len", "16:512:16",
+            "--yes", "-q", "--out", str(tmp_path / "grid.csv")]
+    p = subprocess.Popen([sys.executable, "-c", SCRIPT, *args], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    assert p.stdout.read(2) == "up"
+    time.sleep(delay_s)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    assert "Traceback" not in err, err
+    assert p.returncode == 143, (p.returncode, err)
+    assert err.strip().splitlines() == ["roofline: terminated"], err
+    assert list(tmp_path.iterdir()) == []  # neither a torn grid.csv nor a .grid.csv.PID.XXXX.tmp

@@ -166,3 +166,31 @@ def test_long_and_deep_paths_are_one_line(tmp_path):
         out_folder(loop / "x", "--out", parents=True)
     with pytest.raises(SpecError, match="cannot look it up"):
         atomic_write(loop / "x.yaml", "x", "--out")
+
+
+def test_a_huge_raised_limit_reads_only_the_file(tmp_path, monkeypatch):
+    """ROOFLINE_MAX_YAML_KB=1e12 (a petabyte) once made the reader ask for a petabyte buffer
+    before reading a byte: MemoryError (fuzz, issue 25). It now reads a MiB at a time."""
+    import io
+
+    from calc.core import files
+    from calc.core.files import read_text
+
+    path = tmp_path / "m.yaml"
+    path.write_text("name: m\n")
+    asked = []
+    real_open = open
+
+    class Spy(io.BufferedReader):
+        def read(self, size=-1):
+            asked.append(size)
+            return super().read(size)
+
+    monkeypatch.setattr(files, "open", lambda p, mode: Spy(real_open(p, "rb", buffering=0)), raising=False)
+    assert read_text(path, limit=10**15) == "name: m\n"
+    assert max(asked) == files.CHUNK_BYTES  # never the limit itself
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"x" * (3 * files.CHUNK_BYTES + 5))
+    assert len(read_text(big, limit=10**15)) == 3 * files.CHUNK_BYTES + 5  # whole, over several chunks
+    with pytest.raises(SpecError, match="exceeds"):
+        read_text(big, limit=files.CHUNK_BYTES + 1)  # the limit still holds across chunks

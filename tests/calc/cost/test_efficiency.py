@@ -181,3 +181,25 @@ def test_eager_launches_add_the_measured_launch_cost_per_kernel(setup):
 def _op_from(ops, name):
     [t] = [t for t in ops if t.op.name == name]
     return t
+
+
+def test_request_overhead_is_converted_once_and_read_alike():
+    """One conversion of request_overhead_us (EngineSpec.request_overhead_s): the cost layer's
+    efficiencies and the accuracy harness's serving time read the same seconds."""
+    from calc.accuracy.predict import serving_time
+    from calc.cost.efficiency import Efficiency
+    from calc.spec.engine import engines
+
+    vllm = engines()["vllm"].model_copy(update={"request_overhead_us": 6800.0})  # the fitted value moves
+    ideal = engines()["ideal"]
+    assert vllm.request_overhead_s == pytest.approx(0.0068, rel=1e-12)  # 6,800 us = 0.0068 s by hand
+    assert ideal.request_overhead_s == 0.0  # the ideal roofline has no serving stack
+    assert Efficiency().under(vllm).request_overhead_s == vllm.request_overhead_s
+    assert Efficiency().under(ideal).request_overhead_s == 0.0
+
+    class Row:
+        metric = "ttft_s"
+
+    assert serving_time(Row, vllm) == vllm.request_overhead_s and serving_time(Row, ideal) == 0.0
+    Row.metric = "decode_tokens_per_s"
+    assert serving_time(Row, vllm) == 0.0  # a rate measured inside the engine adds none

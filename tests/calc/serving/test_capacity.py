@@ -28,8 +28,8 @@ def test_kv_pages_llama_8b_on_one_80gb_gpu_by_hand():
     # workspace: the activation peak of one step at the 2048-token budget = the residual
     # x[2048, 4096] plus the largest operator, SiLU-and-multiply reading [2048, 2 x 14336]
     # and writing [2048, 14336], all bf16
-    workspace = 2048 * 4096 * 2 + 2048 * 2 * 14336 * 2 + 2048 * 14336 * 2
-    assert workspace == 192_937_984
+    workspace = 2048 * 4096 * 2 + 2048 * 2 * 14336 * 2 + 2048 * 14336 * 2  # = 192,937,984
+    assert kv.workspace_bytes == workspace == 192_937_984  # the code's figure, not only ours
     per_token = 32 * 2 * 8 * 128 * 2  # L x (K, V) x Hkv x D x bf16 = 131072 B
     capacity = 81_559 * 2**20  # = 85,520,809,984 bytes
     pages = math.floor((capacity * 0.9 - weights - workspace) / (16 * per_token))
@@ -37,7 +37,8 @@ def test_kv_pages_llama_8b_on_one_80gb_gpu_by_hand():
     assert kv.pages == pages == 28_951
     # 2k contexts: 2048 positions = 128 pages of 16 each, so floor(28951 / 128) sequences;
     # without pages (85.52e9 x 0.9 - 16.06e9 - workspace) / (2048 x 131072) = 226.2
-    assert (capacity * 0.9 - weights - workspace) / (2048 * per_token) == pytest.approx(226.2, abs=0.05)
+    assert kv.capacity_bytes == capacity and kv.kv_bytes == capacity * 0.9 - weights - workspace
+    assert kv.kv_bytes / (2048 * kv.kv_bytes_per_token) == pytest.approx(226.2, abs=0.05)
     assert kv.max_sequences(2048) == pages // 128 == 226
     # the closed form of a 2k workload (T + G - 1 = 2048) says the same
     ss = steady_state(replica(mb=512), np.full(100, 1536), np.full(100, 513))

@@ -110,6 +110,22 @@ def test_a_decode_pool_that_cannot_hold_one_request_is_an_error(tmp_path):
     assert "disaggregation.decode" in r.output and "KV" in r.output and "Traceback" not in r.output
 
 
+def test_a_watermark_that_leaves_no_room_is_an_error_not_a_stalled_simulation(tmp_path):
+    """serving.watermark 0.999999999 keeps all but ceil-rounded-away pages free: no request can be
+    admitted, and the disaggregated search, which checked the pages without the watermark, ran
+    the simulator into "request 0 needs 2100 positions" (a RuntimeError; fuzz, issue 25)."""
+    w = tmp_path / "w.yaml"
+    w.write_text(BASE + "prompt_len: {dist: fixed, value: 2100}\ndisaggregation: {}\n"
+                 "serving: {watermark: 0.999999999}\n")
+    r = CliRunner().invoke(app, ["plan", str(w)])
+    assert r.exit_code == 2, (r.output, r.exception)
+    [line] = r.output.strip().splitlines()
+    # 2,100 + 10 - 1 positions; every pool keeps ceil(0.999999999 x pages) = all of its pages free
+    assert line.startswith(f"roofline: error: {w}: disaggregation.decode: no decode pool can hold one request's KV: "
+                           "the longest request holds 2,109 positions"), line
+    assert "h100-sxm TP1 (0 positions past the watermark)" in line
+
+
 def test_disaggregation_needs_an_open_loop(tmp_path):
     w = tmp_path / "w.yaml"
     w.write_text(BASE.replace("rate_per_s: 2", "concurrency: 4") + "prompt_len: {dist: fixed, value: 100}\n"

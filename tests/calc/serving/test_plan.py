@@ -62,7 +62,7 @@ def test_planner_kv_concurrency_matches_the_hand_derivation(tmp_path):
     """Llama-3.1-8B bf16 on one 80 GB GPU (81,559 MiB as the device reports it), 2k contexts
     (1536 + 513 - 1 = 2048 positions):
     pages = floor((81,559 x 2**20 x 0.9 - 16,060,522,496 - 192,937,984) / (16 x 131072)) = 28,951
-    (workspace: see tests/calc/test_capacity.py); sequences = floor(28,951 / (2048 / 16)) = 226."""
+    (workspace: see tests/calc/serving/test_capacity.py); sequences = floor(28,951 / (2048 / 16)) = 226."""
     r = run("plan", write(tmp_path, TWO_K), "--format", "json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)

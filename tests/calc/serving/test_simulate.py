@@ -1,7 +1,5 @@
-"""The discrete-event simulator: determinism, conservation, preemption, speed, and agreement
+"""The discrete-event simulator: determinism, conservation, preemption, step counts, and agreement
 with the closed form at saturation."""
-
-import time
 
 import numpy as np
 import pytest
@@ -101,12 +99,19 @@ def test_gamma_arrivals_are_burstier():
     assert bursty.percentile("ttft", 99) > smooth.percentile("ttft", 99)
 
 
-def test_ten_thousand_requests_in_under_five_seconds():
+def test_ten_thousand_requests_in_a_bounded_count_of_steps():
+    """The work is counted, not timed (a CPU-time threshold fails on a loaded machine and passes
+    a slow algorithm on a fast one; ``python -m calc.bench`` times 50,000 requests). Bounds by
+    hand: a step decodes at most max_batch = 64 sequences and so emits at most 64 output
+    tokens, so steps >= G.sum() / 64; every step makes progress, one output token or one
+    prefill chunk of at most 2,048 tokens at least, so steps <= G.sum() + sum(ceil(T / 2048))."""
     rep = replica()
-    assert rep.steps.max_fit_error < 1e-9  # fitted once per configuration, outside the timing
+    assert rep.steps.max_fit_error < 1e-9  # fitted once per configuration
     T, G = lengths(10_000, seed=0)
-    t0 = time.process_time()
     r = simulate(rep, T, G, rate_per_s=12.5, seed=1)
-    cpu = time.process_time() - t0
     assert r.n == 10_000 and np.all(np.isfinite(r.finish_s))
-    assert cpu < 5.0, f"10,000 requests took {cpu:.2f} s of CPU"
+    assert rep.max_batch == 64 and rep.serving.max_batched_tokens == 2048
+    low, high = G.sum() / 64, G.sum() + np.ceil(T / 2048).sum()
+    assert low <= r.steps <= high, (low, r.steps, high)
+    assert r.steps >= G.max()  # the longest request decodes one token a step
+    assert len(r.timeline["t_s"]) <= r.steps  # at most one timeline row a step

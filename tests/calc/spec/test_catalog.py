@@ -55,6 +55,20 @@ def test_extra_catalog_dirs_from_environment(tmp_path, monkeypatch):
     assert load_model("my-llama").params_total == load_model("llama-3.1-8b").params_total
 
 
+
+
+@pytest.mark.parametrize("folder, problem", [
+    ("p" * 300, "a name in the path is longer than 255 bytes"),  # ENAMETOOLONG out of is_dir (fuzz, issue 25)
+    ("loop", "cannot look it up (Too many levels of symbolic links)"),  # ELOOP
+])
+def test_an_unlookupable_catalog_folder_is_one_line_naming_the_variable(tmp_path, monkeypatch, folder, problem):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    monkeypatch.setenv("ROOFLINE_HARDWARE_PATH", str(tmp_path / folder))
+    with pytest.raises(SpecError) as info:
+        load_hardware("h100-sxm")
+    assert str(info.value).startswith("ROOFLINE_HARDWARE_PATH: ") and problem in str(info.value)
+    monkeypatch.setenv("ROOFLINE_HARDWARE_PATH", str(tmp_path / "missing"))  # a missing one is skipped, as PATH does
+    assert load_hardware("h100-sxm").name == "h100-sxm"
 BASE = {"name": "m", "num_layers": 2, "hidden_size": 64, "vocab_size": 100, "max_context": 128,
         "attention": {"num_heads": 4, "num_kv_heads": 2}, "mlp": {"kind": "gated", "intermediate_size": 128}}
 
