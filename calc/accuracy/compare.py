@@ -264,7 +264,7 @@ def _serving(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
             sim = simulate(rep, T, G, burst=True)
         else:
             sim = simulate(rep, T, G, concurrency=run.concurrency)
-        serving = 0.0 if preset.ideal else preset.request_overhead_us * 1e-6
+        serving = preset.request_overhead_s
         ttft, e2e = sim.ttft_s + serving, sim.e2e_s + serving
         multi = sim.output_len > 1
         tpot = ((sim.finish_s - sim.first_token_s)[multi] / (sim.output_len[multi] - 1))

@@ -109,8 +109,7 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
                     opt.kind = "fit"
                     options.append(opt)
                     continue
-                wm = math.ceil(serving.watermark * kv.pages)
-                if kv.pages_for(longest) > kv.pages - wm:
+                if not kv.admits(longest, serving.watermark):
                     opt.reason = (f"KV cache: the longest request holds {longest:,} positions; the replica's "
                                   f"{kv.pages:,} pages hold {kv.pages * kv.block_size:,}")
                     opt.kind = "kv"
