@@ -133,7 +133,7 @@ def plans(runs: int = 1) -> list[tuple[str, float, float, int, int, float]]:
     """(workload, median wall s, CPU s, simulations, requests each, median wall s with the report
     and charts written as `roofline plan --out` writes them) per example plan."""
     from calc.render.plan import write_report
-    from calc.serving.plan import plan
+    from calc.serving.planner.plan import plan
     from calc.spec.workload import load_workload
 
     rows = []
@@ -151,8 +151,8 @@ def simulation(n: int = 50_000, runs: int = 3) -> tuple[float, float, int]:
     and rate on one H100 (Llama-3.1-8B, TP1, max batch 256, the workload's engine scheduler)."""
     from calc.core import limits
     from calc.cost.dtypes import Dtypes
-    from calc.serving.capacity import Replica
-    from calc.serving.simulate import simulate
+    from calc.serving.replica.capacity import Replica
+    from calc.serving.sim.simulate import simulate
     from calc.spec.workload import load_workload
 
     # One simulation, not a plan: the plan-wide cap on simulated requests (n x its candidates) does

@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 
 from calc.accuracy.bands import Residual, build, coverage, held_out_check
-from calc.spec.bands import BandTable, gpu_family, precision_class
+from calc.spec.bands import BandTable, arch_of, gpu_family, precision_class
 from calc.spec.bands import Regime as _Regime
 from calc.spec.hardware import HardwareSpec
 
@@ -31,7 +31,8 @@ def residuals(rows, hw: HardwareSpec) -> list[Residual]:
         if r.status != "ok" or not p or not m or not (math.isfinite(p) and p > 0 and m > 0):
             continue
         d = r.point.dtype
-        regime = _Regime(FAMILY[r.point.phase], "pass", engine, precision_class(d, d), gpu_family(hw.name))
+        regime = _Regime(FAMILY[r.point.phase], "pass", engine, precision_class(d, d), gpu_family(hw.name),
+                         arch_of(r.model))
         out.append(Residual(f"{r.model}/{d}/{r.point.phase}/{r.point.batch}/{r.point.size}", r.model, regime,
                             math.log(p / m), False))
     return out

@@ -128,7 +128,8 @@ numpy's default, type 7, would cover (n - 1) / (n + 1) of that). A prediction x 
 bracketed by [x e^-r90, x e^-r10], of a rate by [x e^r10, x e^r90].
 
 Groups, broadest first: all > metric family (ttft: TTFT and prefill tokens/s; decode: TPOT, ITL,
-decode tokens/s; e2e; throughput) > load level (pass: a fixed batch, no queue; low: <= {LOW_MAX} requests
+decode tokens/s; e2e; throughput) > model architecture (dense, or moe: routed experts, whose
+kernels and balance err otherwise) > load level (pass: a fixed batch, no queue; low: <= {LOW_MAX} requests
 in flight; medium: <= {MEDIUM_MAX}; high: more; saturated: offered at an unbounded rate) > engine preset >
 precision class (16bit, fp8, fp4, int-weight) > GPU family. A group is kept when it has at least
 {MIN_ROWS} residuals (each 10% tail then rests on two rows or more); a prediction takes the most specific

@@ -40,6 +40,7 @@ from calc.spec.bands import (
     BandTable,
     Found,
     Regime,
+    arch_of,
     gpu_family,
     is_rate,
     load_level,
@@ -72,7 +73,7 @@ def residual(row: Row, predicted: float) -> Residual | None:
     rate = is_rate(row.metric)
     r = math.log(predicted / row.value)
     regime = Regime(metric_family(row.metric), load_level(row.batch, row.concurrency), row.preset,
-                    precision_class(row.weight_dtype, row.compute_dtype), gpu_family(row.hardware))
+                    precision_class(row.weight_dtype, row.compute_dtype), gpu_family(row.hardware), arch_of(row.model))
     return Residual(row.id, row.publisher, regime, -r if rate else r, rate)
 
 
@@ -117,7 +118,7 @@ def table_residuals(path: Path) -> tuple[list[Residual], str]:
         in_flight = num(r.get("concurrency")) or num(r.get("in_flight"))
         regime = Regime(family, load_level(int(batch) if batch else None, in_flight), r.get("preset") or r.get("engine", ""),
                         precision_class(r.get("weight_dtype"), r.get("compute_dtype") or r.get("act_dtype")),
-                        gpu_family(r.get("gpu", "")))
+                        gpu_family(r.get("gpu", "")), arch_of(r["model"]))
         out.append(Residual(r["id"], r["publisher"], regime, -x if rate else x, rate))
     return out, f"{path.name}: {len(out)} residuals of {len(rows)} rows"
 

@@ -12,7 +12,7 @@ A scenario (calc.accuracy.scenario) is predicted by its load:
   in the context, and the run's time stays bounded); tokens/s = tokens / time;
 - N concurrent clients: throughput from the continuous-batching steady state with N
   running (harness.predict for fixed lengths, so the numbers are `roofline accuracy`'s);
-  TTFT, TPOT, ITL and e2e from the simulator (calc.serving.simulate) running the same
+  TTFT, TPOT, ITL and e2e from the simulator (calc.serving.sim.simulate) running the same
   closed loop over the run's requests and lengths;
 - an arrival rate: the simulator's open loop at that rate (Poisson, or gamma gaps of
   shape = the run's burstiness, i.e. cv = 1 / sqrt(burstiness)); every request sent at once
@@ -186,7 +186,7 @@ def _spaced(n: int) -> tuple[np.ndarray, float]:
 def _replica(sc: Scenario, preset: EngineSpec, max_batch: int | None, requests: int = 1):
     """One engine replica under the scenario's scheduler; ``max_batch`` None: the scheduler's
     running cap, or (KV-bound engines) as many as the KV pages hold, at most ``requests``."""
-    from calc.serving.capacity import Replica
+    from calc.serving.replica.capacity import Replica
 
     model = load_model(sc.model)
     attention = "fused" if preset.ideal else preset.attention_kernel
@@ -224,7 +224,7 @@ def arrivals(run, n: int) -> np.ndarray:
     """Unit-rate gaps for ``simulate(rate_per_s=1.0, gaps=...)``: a burst (all at t = 0), or
     vLLM's ramp: request i of the run's N sent at rate r_i = start + (end - start) i / (N - 1)
     (linear) or start (end / start)^(i / (N - 1)) (exponential), gamma gaps of shape burstiness."""
-    from calc.serving.simulate import arrival_gaps
+    from calc.serving.sim.simulate import arrival_gaps
 
     if run.load == "burst":
         return np.zeros(n)
@@ -238,8 +238,8 @@ def arrivals(run, n: int) -> np.ndarray:
 
 
 def _serving(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
-    from calc.serving.capacity import steady_state
-    from calc.serving.simulate import simulate
+    from calc.serving.replica.capacity import steady_state
+    from calc.serving.sim.simulate import simulate
 
     run = sc.run
     want = set(sc.measured)

@@ -11,7 +11,16 @@ from __future__ import annotations
 
 import math
 
-from calc.spec.bands import Found, Regime, bands_for, gpu_family, load_level, metric_family, precision_class
+from calc.spec.bands import (
+    Found,
+    Regime,
+    arch_of,
+    bands_for,
+    gpu_family,
+    load_level,
+    metric_family,
+    precision_class,
+)
 
 
 def _load(sc, pred: dict[str, float]) -> str:
@@ -56,7 +65,7 @@ def run_bands(sc, preset, dtypes, pred: dict[str, float]) -> tuple[dict[str, Fou
         if family is None:
             continue
         found = table.lookup(Regime(family, load, engine, precision_class(dtypes.weight, dtypes.compute),
-                                    gpu_family(hw.name)))
+                                    gpu_family(hw.name), arch_of(sc.model)))
         if found is not None:
             out[m] = found
     return out, source

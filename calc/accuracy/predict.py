@@ -5,7 +5,7 @@ prefill_tokens_per_s  B * T / TTFT
 ttft_s, tpot_s, e2e_s  the request model's TTFT, TPOT, e2e at the row's batch; client-side
                       TTFT and e2e add the preset's per-request serving time
 output_tokens_per_s   a fixed batch: B * G / e2e; a concurrency or "max load": the
-                      continuous-batching steady state (calc.serving.capacity) with that many
+                      continuous-batching steady state (calc.serving.replica.capacity) with that many
                       running requests, or as many as the KV cache holds; times
                       data-parallel replicas (GPUs / (TP x PP))
 output_tokens_per_s_per_gpu  the same, over the row's GPUs
@@ -59,7 +59,7 @@ def model_metric(row: Row, preset: EngineSpec | None) -> float:
     from calc.cost.setup import Setup
 
     ideal = preset is None or preset.ideal
-    # the "ideal" preset: peaks and data-sheet bandwidth, also inside calc.serving.capacity
+    # the "ideal" preset: peaks and data-sheet bandwidth, also inside calc.serving.replica.capacity
     hw = load_hardware(row.hardware).with_engine("ideal" if ideal else preset)
     model = load_model(row.model)
     attention = "fused" if ideal else preset.attention_kernel
@@ -98,7 +98,7 @@ def _steady_output(model, hw, row: Row, kw: dict) -> float:
     """Output tokens/s of one replica under continuous batching at the row's concurrency
     (or as many running requests as the KV cache and the engine's cap allow)."""
     from calc.cost.dtypes import Dtypes
-    from calc.serving.capacity import Replica, steady_state
+    from calc.serving.replica.capacity import Replica, steady_state
     from calc.spec.workload import Serving
 
     dt = Dtypes.resolve(model, kw["weight_dtype"], kw["kv_dtype"], kw["compute_dtype"], kw["group_size"])

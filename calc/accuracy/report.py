@@ -209,7 +209,7 @@ the LOSO folds. Fields, scopes, bounds and priors: [`{FIT_FILE.name}`](../../cal
 
 Lengths and batch from the row; `decode_tokens_per_s` = 1 / TPOT, `prefill_tokens_per_s` =
 B T / TTFT, fixed-batch throughput = B G / e2e, and concurrency or max-load throughput from the
-continuous-batching steady state (`calc.serving.capacity`, KV-limited, up to 2048 running requests),
+continuous-batching steady state (`calc.serving.replica.capacity`, KV-limited, up to 2048 running requests),
 times data-parallel replicas; `output_tokens_per_s_per_gpu` divides by the row's GPUs.
 Client-side TTFT and e2e add the preset's per-request serving time. llama.cpp's GGUF quantisation
 is counted as 32-weight groups; rows split over GPUs without a TP degree are llama.cpp layer splits

@@ -47,7 +47,7 @@ def plan_cmd(
     from calc.core.progress import bar
     from calc.render.frames import check_table_path, flat_record, write_frame
     from calc.render.plan import plan_record, plan_text, write_report
-    from calc.serving.plan import plan
+    from calc.serving.planner.plan import plan
     from calc.spec.workload import load_workload
 
     t0 = time.perf_counter()
@@ -92,12 +92,12 @@ def _row(t, pb) -> dict:
 
 
 def plan_bands(wl, robust: bool):
-    """The plan's bands (calc.serving.bands.PlanBands) against the workload's SLOs (the command's and the
+    """The plan's bands (calc.serving.planner.bands.PlanBands) against the workload's SLOs (the command's and the
     web page's): the profiles' own where every candidate has them, else the published ones; with
     ``robust`` the targets to search."""
     from calc.core.errors import SpecError
     from calc.cost.dtypes import Dtypes
-    from calc.serving.bands import PlanBands, robust_targets
+    from calc.serving.planner.bands import PlanBands, robust_targets
     from calc.spec.bands import bands_for
 
     found = [bands_for(h) for h in wl.hardware]
@@ -111,7 +111,7 @@ def plan_bands(wl, robust: bool):
     targets = wl.spec.slo.targets()
     d = wl.spec.dtype_choices[0]  # the robust search's floors: at the first dtypes listed
     dt = Dtypes.resolve(wl.model, d.weight, d.kv, d.compute)
-    searched = robust_targets(targets, table, wl.hardware, dt) if robust else {}
+    searched = robust_targets(targets, table, wl.hardware, dt, wl.model) if robust else {}
     return PlanBands(table, source, targets, robust, searched)
 
 

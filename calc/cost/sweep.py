@@ -51,7 +51,7 @@ def _band_columns(est, cols: dict, table) -> dict[str, np.ndarray]:
 
     out = {}
     for name, family in BANDED:
-        found = table.lookup(regime_of(family, est.hardware, est.dtypes.weight, est.dtypes.compute))
+        found = table.lookup(regime_of(family, est.hardware, est.dtypes.weight, est.dtypes.compute, model=est.model))
         if found is not None:
             lo, hi = found.interval(cols[name], is_rate(name))
             stem, unit = band_name(name).rsplit("_band", 1)

@@ -4,8 +4,8 @@ per user (1 / TPOT p50) of every simulated deployment, with each kind's Pareto f
 from __future__ import annotations
 
 from calc.plot.plan import _figure, _png
-from calc.serving.disagg_search import front_points, pareto
-from calc.serving.plan import Plan
+from calc.serving.planner.disagg_search import front_points, pareto
+from calc.serving.planner.plan import Plan
 
 COLORS = {"aggregated": "#1f77b4", "disaggregated": "#ff7f0e"}
 

@@ -11,8 +11,8 @@ import io
 import math
 
 from calc.core import text as render
-from calc.serving.plan import Plan, Trial
-from calc.serving.whatif import Steps
+from calc.serving.effects.whatif import Steps
+from calc.serving.planner.plan import Plan, Trial
 
 
 def _figure(ncols: int = 1, size=(9.0, 4.8)):

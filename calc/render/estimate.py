@@ -80,7 +80,7 @@ def _add_bands(rec: dict, est: Estimate, bands) -> None:
     hw, dt = est.hardware, est.dtypes
 
     def put(block: dict, name: str, family: str, label: str) -> None:
-        f = table.lookup(regime_of(family, hw, dt.weight, dt.compute))
+        f = table.lookup(regime_of(family, hw, dt.weight, dt.compute, model=est.model))
         if f is None or block.get(name) is None:
             return
         lo, hi = f.interval(block[name], is_rate(name))

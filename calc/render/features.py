@@ -6,8 +6,8 @@ import numpy as np
 
 from calc.core import text as render
 from calc.render.doc import Doc
-from calc.serving.prefixeffect import PrefixEffect
-from calc.serving.trial import cost_key
+from calc.serving.effects.prefixeffect import PrefixEffect
+from calc.serving.planner.trial import cost_key
 
 
 def prefix_section(d: Doc, e: PrefixEffect, targets: dict) -> None:
@@ -107,7 +107,7 @@ def _disagg_trial(t) -> dict:
 
 
 def disagg_record(plan) -> dict:
-    from calc.serving.disagg_search import front_points, pareto
+    from calc.serving.planner.disagg_search import front_points, pareto
 
     pts = front_points([t for t in plan.trials if t.same_as is None], plan.disagg)
     return {"winner": plan.winner, "why": disagg_why(plan),

@@ -1,4 +1,4 @@
-"""The plan's launch commands (calc.serving.launch) in the report, the terminal and JSON."""
+"""The plan's launch commands (calc.serving.planner.launch) in the report, the terminal and JSON."""
 
 from __future__ import annotations
 

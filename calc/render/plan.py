@@ -21,7 +21,7 @@ from calc.render.doc import Doc
 from calc.render.features import disagg_record, disagg_section, prefix_section, spec_record, spec_section
 from calc.render.launch import launch_records, launch_section, launch_text
 from calc.render.plan_notes import _usd, assumptions, changes
-from calc.serving.plan import Plan, Trial
+from calc.serving.planner.plan import Plan, Trial
 from calc.spec.workload import Target
 
 # --------------------------------------------------------------------------- numbers
@@ -74,7 +74,7 @@ def _brief(t) -> dict | None:
 
 def plan_record(plan: Plan, bands=None) -> dict:
     """The plan as JSON-ready data: the chosen configuration, the ranking, the rejections; with
-    ``bands`` (calc.serving.bands.PlanBands) each configuration at the edge too."""
+    ``bands`` (calc.serving.planner.bands.PlanBands) each configuration at the edge too."""
     wl = plan.workload
     chosen = plan.chosen
     rec = {

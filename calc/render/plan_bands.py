@@ -1,5 +1,5 @@
 """The plan report's bands: each configuration's SLOs at the nominal value and at the pessimistic
-edge of its prediction bands (calc.serving.bands), and the fragile ones named. Reads results."""
+edge of its prediction bands (calc.serving.planner.bands), and the fragile ones named. Reads results."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from calc.core import text as render
 from calc.core.units import GB
-from calc.serving.plan import Plan
+from calc.serving.planner.plan import Plan
 from calc.spec.workload import Target
 
 

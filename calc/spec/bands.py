@@ -26,6 +26,7 @@ held-out validation (`roofline validate`).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +40,7 @@ BANDS_FILE = Path(__file__).resolve().parents[1] / "data" / "bands.yaml"
 QUANTILES = (0.1, 0.9)  # the 80% band
 COVERAGE = QUANTILES[1] - QUANTILES[0]
 MIN_ROWS = 20  # residuals a group needs to be stored: each 10% tail then rests on >= 2 rows
-KEYS = ("family", "load", "engine", "precision", "gpu")  # the regime, broadest key first
+KEYS = ("family", "arch", "load", "engine", "precision", "gpu")  # the regime, broadest key first
 FAMILIES = ("ttft", "decode", "e2e", "throughput")
 # Load levels: a fixed batch with no queue (one pass after another, as `estimate` models),
 # requests in flight (client concurrency, or the mean in flight of an open loop), and
@@ -103,13 +104,15 @@ def gpu_family(hardware: str) -> str:
 
 @dataclass(frozen=True)
 class Regime:
-    """What a prediction is of: its family, load level, engine preset, precision class, GPU family."""
+    """What a prediction is of: its family, model architecture (arch_of), load level, engine
+    preset, precision class, GPU family."""
 
     family: str
     load: str
     engine: str
     precision: str
     gpu: str
+    arch: str
 
     def groups(self) -> list[str]:
         """Group names, most specific first, ending with "all"."""
@@ -212,10 +215,28 @@ def band_name(name: str) -> str:
     return name.removesuffix("_s") + "_band_s"
 
 
-def regime_of(family: str, hw, weight_dtype: str | None, compute_dtype: str | None, load: str = "pass") -> Regime:
-    """The regime of a prediction on profile ``hw`` (its engine preset, its GPU family) at these dtypes."""
+def arch_of(model) -> str:
+    """"moe" for a mixture-of-experts model (routed experts: its own kernels and load balance),
+    else "dense"; ``model``: a ModelSpec or a catalog name."""
+    if isinstance(model, str):
+        model = _catalog_model(model)
+    return "moe" if model.moe is not None and model.moe.num_experts else "dense"
+
+
+@functools.lru_cache(maxsize=256)
+def _catalog_model(name: str):
+    from calc.spec.catalog import load_model
+
+    return load_model(name)
+
+
+def regime_of(family: str, hw, weight_dtype: str | None, compute_dtype: str | None, load: str = "pass",
+              model=None) -> Regime:
+    """The regime of a prediction of ``model`` on profile ``hw`` (its engine preset, its GPU
+    family) at these dtypes."""
     engine = hw.preset.name if hw.preset is not None else "default"
-    return Regime(family, load, engine, precision_class(weight_dtype, compute_dtype), gpu_family(hw.name))
+    return Regime(family, load, engine, precision_class(weight_dtype, compute_dtype), gpu_family(hw.name),
+                  arch_of(model))
 
 
 def band_block(table: BandTable, source: str, found: dict[str, Found]) -> dict:

@@ -79,7 +79,7 @@ class EngineSpec(SpecModel):
     scheduler: Serving = Serving()
     by_memory: list[MemoryRule] = Field(default_factory=list)
     engine_args: dict[str, EngineArg] = Field(default_factory=dict)
-    # The engine whose launch command runs this preset's scheduler (calc.serving.launch); None:
+    # The engine whose launch command runs this preset's scheduler (calc.serving.planner.launch); None:
     # a preset of no serving engine (ideal, hf, llama.cpp).
     launch: Literal["vllm", "sglang", "trtllm", "lmdeploy", "tgi"] | None = None
     # Weight-only GEMMs by weight dtype (int8, int4, fp4); a dtype not listed dequantises for free

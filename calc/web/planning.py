@@ -55,7 +55,7 @@ def run_plan(wl, folder, progress) -> dict:
     from calc.cli.plan import plan_bands
     from calc.core.files import atomic_write
     from calc.render.plan import plan_record, write_report
-    from calc.serving.plan import plan
+    from calc.serving.planner.plan import plan
 
     try:
         bands = plan_bands(wl, False)  # as `roofline plan` (its default: bands on, not --robust)

@@ -17,13 +17,13 @@ def _rows():
     # three held-out models, 10 decode points each at fp32: predicted 1 ms, measured 1 ms x e^(-k/100),
     # k = 0..9 + 10 i for model i, so the residuals log(p / m) = k / 100 run 0.00 .. 0.29
     out = []
-    for i, model in enumerate(("m0", "m1", "m2")):
+    for i, model in enumerate(("llama-3.2-1b", "qwen2.5-0.5b", "llama-3.1-8b")):  # three dense held-out models
         for j in range(10):
             k = j + 10 * i
             out.append(Row(model=model, layers=1, device="cpu", threads=2, point=Point("fp32", "decode", 1, 64 + j),
                            split="held-out", status="ok", measured_s=1e-3 * math.exp(-k / 100),
                            predicted_calibrated_s=1e-3, predicted_default_s=1e-3))
-    out.append(Row(model="m0", layers=1, device="cpu", threads=2, point=Point("fp32", "decode", 4, 64),
+    out.append(Row(model="llama-3.2-1b", layers=1, device="cpu", threads=2, point=Point("fp32", "decode", 4, 64),
                    split="held-out", status="oom"))  # not timed: no residual
     return out
 
@@ -33,10 +33,10 @@ def test_bands_from_held_out_points_by_hand():
     res = residuals(_rows(), hw)
     assert len(res) == 30 and [r.log_ratio for r in res[:3]] == pytest.approx([0.0, 0.01, 0.02])
     table, cov = profile_bands(_rows(), hw)
-    # 30 points in one regime: decode/pass/<engine>/fp32/other holds all 30 (>= 20); type 6 quantiles
+    # 30 points in one regime: decode/dense/pass/<engine>/fp32/other holds all 30 (>= 20); type 6 quantiles
     # at 31 x 0.1 = 3.1 -> 0.02 + 0.1 x 0.01 and 31 x 0.9 = 27.9 -> 0.26 + 0.9 x 0.01
     engine = hw.preset.name if hw.preset is not None else "default"
-    band = table.groups[f"decode/pass/{engine}/fp32/other"]
+    band = table.groups[f"decode/dense/pass/{engine}/fp32/other"]
     assert (band.rows, band.sources) == (30, 3)
     assert (band.log_lo, band.log_hi) == (pytest.approx(0.021), pytest.approx(0.269))
     # leave one model out: each model's 10 points against the other two models' 20: model 0 (0.00..0.09)
@@ -53,7 +53,7 @@ def test_estimate_with_the_profile_uses_its_own_bands(tmp_path):
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert "held-out validation" in d["band"]["source"]
-    assert d["band"]["by_prediction"]["tpot_s"]["group"].startswith("decode/pass")
+    assert d["band"]["by_prediction"]["tpot_s"]["group"].startswith("decode/dense/pass")
     # TTFT: no prefill points, so the broadest group, all 30 decode points
     assert d["band"]["by_prediction"]["ttft_s"] == {"group": "all", "rows": 30}
     assert d["tpot_band_s"] == pytest.approx([d["tpot_s"] * math.exp(-0.269), d["tpot_s"] * math.exp(-0.021)])

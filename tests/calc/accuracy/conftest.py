@@ -3,8 +3,8 @@ import pytest
 
 @pytest.fixture
 def simulate_calls(monkeypatch):
-    """The keyword arguments of the last calc.serving.simulate.simulate call (it still runs)."""
-    import calc.serving.simulate as simulate_module
+    """The keyword arguments of the last calc.serving.sim.simulate.simulate call (it still runs)."""
+    import calc.serving.sim.simulate as simulate_module
 
     seen = {}
     real = simulate_module.simulate

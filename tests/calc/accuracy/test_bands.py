@@ -9,7 +9,7 @@ from calc.accuracy.bands import Residual, build, coverage, held_out_check, per_g
 from calc.accuracy.rows import Row
 from calc.spec.bands import Regime
 
-DECODE = Regime("decode", "pass", "trtllm", "fp8", "hopper")
+DECODE = Regime("decode", "pass", "trtllm", "fp8", "hopper", "dense")
 
 
 def _res(x, source="A", regime=DECODE, rate=False, rid=None):
@@ -24,7 +24,7 @@ def test_ten_residuals_type6_quantiles_by_hand():
     assert quantile(x, 0.1) == pytest.approx(0.1 + 0.1 * 0.1)
     assert quantile(x, 0.9) == pytest.approx(0.9 + 0.9 * 0.1)
     table = build([_res(v, rid=str(i)) for i, v in enumerate(x)], min_rows=10)
-    band = table.groups["decode/pass/trtllm/fp8/hopper"]
+    band = table.groups["decode/dense/pass/trtllm/fp8/hopper"]
     assert (band.rows, band.log_lo, band.log_hi) == (10, pytest.approx(0.11), pytest.approx(0.99))
     # a time prediction of 2 s: measured = predicted / e^r, so between 2 e^-0.99 and 2 e^-0.11
     lo, hi = band.interval(2.0, rate=False)
@@ -49,22 +49,22 @@ def test_type6_band_covers_80_percent_of_new_draws_on_average():
 
 
 def test_fallback_to_the_broader_group_names_group_and_rows():
-    vllm = Regime("decode", "pass", "vllm", "fp8", "hopper")
+    vllm = Regime("decode", "pass", "vllm", "fp8", "hopper", "dense")
     res = [_res(k / 100, rid=f"t{k}") for k in range(20)] + [_res(0.5, regime=vllm, rid=f"v{k}") for k in range(5)]
     table = build(res, min_rows=20)
-    assert "decode/pass/vllm" not in table.groups  # 5 rows < 20
+    assert "decode/dense/pass/vllm" not in table.groups  # 5 rows < 20
     found = table.lookup(vllm)
-    assert found.group == "decode/pass" and found.band.rows == 25  # the 20 trtllm rows and the 5 vllm ones
-    assert table.lookup(DECODE).group == "decode/pass/trtllm/fp8/hopper"
+    assert found.group == "decode/dense/pass" and found.band.rows == 25  # the 20 trtllm rows and the 5 vllm ones
+    assert table.lookup(DECODE).group == "decode/dense/pass/trtllm/fp8/hopper"
     assert table.lookup(DECODE).band.rows == 20
-    ttft = Regime("ttft", "pass", "vllm", "fp8", "hopper")
+    ttft = Regime("ttft", "pass", "vllm", "fp8", "hopper", "dense")
     assert table.lookup(ttft).group == "all"  # no TTFT rows at all: the broadest group
     assert build(res[:5], min_rows=20).lookup(DECODE) is None  # not even "all" has 20 rows
 
 
 def test_groups_run_from_specific_to_all():
-    assert DECODE.groups() == ["decode/pass/trtllm/fp8/hopper", "decode/pass/trtllm/fp8", "decode/pass/trtllm",
-                               "decode/pass", "decode", "all"]
+    assert DECODE.groups() == ["decode/dense/pass/trtllm/fp8/hopper", "decode/dense/pass/trtllm/fp8",
+                               "decode/dense/pass/trtllm", "decode/dense/pass", "decode/dense", "decode", "all"]
 
 
 def test_coverage_is_measured_on_rows_held_out_of_the_band():
@@ -95,12 +95,12 @@ def test_a_band_never_rests_on_the_rows_it_checks():
 
 
 def test_a_rate_rows_residual_is_in_time_orientation():
-    row = Row(id="r", publisher="P", engine="vllm", preset="vllm", model="m", hardware="h100-sxm",
+    row = Row(id="r", publisher="P", engine="vllm", preset="vllm", model="llama-3.1-8b", hardware="h100-sxm",
               weight_dtype="fp8", kv_dtype="fp8", compute_dtype="fp8", gpus=1, tp=1, pp=1, batch=None,
               concurrency=64, prompt_len=1, output_len=1, metric="output_tokens_per_s", value=100.0)
     r = residual(row, 125.0)  # predicted faster than measured: optimistic, r < 0
     assert r.log_ratio == pytest.approx(-math.log(1.25)) and r.rate
-    assert r.regime == Regime("throughput", "high", "vllm", "fp8", "hopper")
+    assert r.regime == Regime("throughput", "high", "vllm", "fp8", "hopper", "dense")
     assert residual(row, math.nan) is None
 
 

@@ -84,7 +84,7 @@ def test_client_side_times_carry_the_request_overhead():
 def test_rate_run_is_simulated_at_its_rate():
     run = read_results(BENCH / "vllm-serve-rate4-detailed.json")[0]
     sc = resolve(run, Conditions(hardware="h100-sxm"))
-    from calc.serving.simulate import arrival_gaps
+    from calc.serving.sim.simulate import arrival_gaps
 
     p = predict(sc, load_preset("vllm"))
     # the tools divide by first send to last completion: at least the span of the 12 Poisson

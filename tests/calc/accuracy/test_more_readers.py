@@ -114,7 +114,7 @@ def test_vllm_current_layout_ramp_and_failed_request():
 
 def test_ramp_arrivals_follow_vllm_rates():
     (run,) = read_results(BENCH / "vllm-serve-ramp.json")
-    from calc.serving.simulate import arrival_gaps
+    from calc.serving.sim.simulate import arrival_gaps
 
     run = replace(run, num_requests=5)
     gaps = arrivals(run, 5)

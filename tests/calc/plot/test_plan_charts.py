@@ -3,7 +3,7 @@
 import pytest
 
 import calc.plot.plan as pp
-from calc.serving.plan import plan
+from calc.serving.planner.plan import plan
 from calc.spec.workload import load_workload
 
 WORKLOAD = "reports/plans/workloads/chat-llama-3.1-8b.yaml"

@@ -3,7 +3,7 @@
 import re
 
 from calc.render.plan import write_report
-from calc.serving.plan import plan
+from calc.serving.planner.plan import plan
 from calc.spec.workload import load_workload
 
 

@@ -8,9 +8,9 @@ import pytest
 from calc.cost.dtypes import Dtypes
 from calc.cost.latency import mixed_step_cost
 from calc.cost.parallel import Parallel
-from calc.serving.capacity import Replica, steady_state, validate_split
-from calc.serving.kvbudget import kv_budget
-from calc.serving.stepmodel import check_step_model
+from calc.serving.replica.capacity import Replica, steady_state, validate_split
+from calc.serving.replica.kvbudget import kv_budget
+from calc.serving.steps.stepmodel import check_step_model
 from calc.spec.catalog import load_hardware, load_model
 from calc.spec.workload import Serving
 

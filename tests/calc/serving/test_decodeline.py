@@ -1,4 +1,4 @@
-"""The decode line (calc.serving.decodeline) against the cost model itself and the general step
+"""The decode line (calc.serving.steps.decodeline) against the cost model itself and the general step
 model path: a run of pure decode steps, plain and speculative, on dense GQA at TP 1/4/8, MoE under
 EP (with a skewed router) and MLA; windowed models keep the general path."""
 
@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from calc.cost.dtypes import Dtypes
 from calc.cost.latency import mixed_step_cost
 from calc.cost.speculative import SpecConfig
-from calc.serving.capacity import Replica
-from calc.serving.decodeline import decode_line
-from calc.serving.stepmodel import StepFeatures
+from calc.serving.replica.capacity import Replica
+from calc.serving.steps.decodeline import decode_line
+from calc.serving.steps.stepmodel import StepFeatures
 from calc.spec.catalog import load_hardware, load_model
 from calc.spec.workload import Serving
 

@@ -8,9 +8,9 @@ from typer.testing import CliRunner
 from calc.cli.app import app
 from calc.core.errors import SpecError
 from calc.cost.dtypes import Dtypes
-from calc.serving.capacity import Replica
-from calc.serving.disagg import KVLink, kv_transfer_bytes, kv_transfer_s, pick_link, simulate_disagg
-from calc.serving.disagg_search import FrontPoint, pareto
+from calc.serving.planner.disagg import KVLink, kv_transfer_bytes, kv_transfer_s, pick_link, simulate_disagg
+from calc.serving.planner.disagg_search import FrontPoint, pareto
+from calc.serving.replica.capacity import Replica
 from calc.spec.catalog import load_hardware, load_model
 from calc.spec.workload import Serving, load_workload
 
@@ -135,7 +135,7 @@ def test_disaggregation_needs_an_open_loop(tmp_path):
 
 
 def test_plan_searches_both_and_names_a_winner(tmp_path):
-    from calc.serving.plan import plan
+    from calc.serving.planner.plan import plan
 
     w = tmp_path / "w.yaml"
     w.write_text(BASE.replace("[h100-sxm, l4]", "[h100-sxm]") + "prompt_len: {dist: fixed, value: 2000}\n"

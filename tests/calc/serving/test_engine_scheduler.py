@@ -8,9 +8,9 @@ import pytest
 
 from calc.cost.dtypes import Dtypes
 from calc.cost.latency import mixed_step_cost
-from calc.serving.capacity import Replica
-from calc.serving.kvbudget import kv_budget
-from calc.serving.simulate import simulate
+from calc.serving.replica.capacity import Replica
+from calc.serving.replica.kvbudget import kv_budget
+from calc.serving.sim.simulate import simulate
 from calc.spec.catalog import load_hardware, load_model
 from calc.spec.scheduler import Serving
 
@@ -155,7 +155,7 @@ def test_plan_runs_the_engine_args_and_exposes_them(tmp_path):
     """engine_args {gpu_memory_utilization: 0.5, max_num_batched_tokens: 2048}: the pages follow
     vLLM's total-memory formula, floor((0.5 x C - weights - workspace at 2048) / page) = 12,639
     (test_kv_share_formulas), and the plan states the scheduler in vLLM's names."""
-    from calc.serving.plan import plan
+    from calc.serving.planner.plan import plan
     from calc.spec.workload import load_workload
 
     p = tmp_path / "w.yaml"
@@ -171,7 +171,7 @@ def test_plan_runs_the_engine_args_and_exposes_them(tmp_path):
 
 
 def test_a_set_max_num_seqs_is_the_only_cap_tried(tmp_path):
-    from calc.serving.plan import plan
+    from calc.serving.planner.plan import plan
     from calc.spec.workload import load_workload
 
     p = tmp_path / "w.yaml"
@@ -182,7 +182,7 @@ def test_a_set_max_num_seqs_is_the_only_cap_tried(tmp_path):
 
 def test_plan_of_a_burst(tmp_path):
     """A burst of 60 requests: each replica gets ceil(60 / R) at t = 0."""
-    from calc.serving.plan import plan
+    from calc.serving.planner.plan import plan
     from calc.spec.workload import load_workload
 
     p = tmp_path / "w.yaml"
@@ -195,7 +195,7 @@ def test_plan_of_a_burst(tmp_path):
 
 def test_phases_split_warmup_steady_and_drain():
     """100 requests at 1 req/s (Poisson): the statistics leave out the first and last 5 by arrival
-    (calc.serving.simulate.WARMUP), so warm-up ends at the 6th arrival, the steady window runs to
+    (calc.serving.sim.simulate.WARMUP), so warm-up ends at the 6th arrival, the steady window runs to
     the 95th, and the drain from there to the last finish."""
     sim = simulate(_rep(Serving()), np.full(100, 200), np.full(100, 20), rate_per_s=1.0, seed=3)
     ph = sim.phases

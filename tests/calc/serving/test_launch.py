@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from calc.cli.app import app
 from calc.cost.dtypes import Dtypes
-from calc.serving.capacity import Replica
-from calc.serving.launch import launch, model_id
+from calc.serving.planner.launch import launch, model_id
+from calc.serving.replica.capacity import Replica
 from calc.spec.catalog import load_hardware, load_model
 from calc.spec.engine import load_engine
 from calc.spec.scheduler import engine_args_of, resolve_serving

@@ -9,8 +9,8 @@ from calc.cost.dtypes import Dtypes
 from calc.cost.opcost import Pass
 from calc.cost.operators import comm_ops
 from calc.cost.parallel import link
-from calc.serving.capacity import Replica, across_nodes
-from calc.serving.plan import plan
+from calc.serving.planner.plan import plan
+from calc.serving.replica.capacity import Replica, across_nodes
 from calc.spec.catalog import load_hardware, load_model
 from calc.spec.workload import Cluster, Serving, load_workload
 

@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from calc.render.plan import plan_record
-from calc.serving.plan import plan
+from calc.serving.planner.plan import plan
 from calc.spec.workload import load_workload
 
 runner = CliRunner()
@@ -177,7 +177,7 @@ def test_planning_modules_import_no_matplotlib_or_pandas():
     import subprocess
     import sys
 
-    code = ("import sys, calc.spec.workload, calc.serving.capacity, calc.serving.simulate, calc.serving.plan, calc.render.plan, calc.plot.plan; "
+    code = ("import sys, calc.spec.workload, calc.serving.replica.capacity, calc.serving.sim.simulate, calc.serving.planner.plan, calc.render.plan, calc.plot.plan; "
             "print(' '.join(m for m in ('torch', 'matplotlib', 'pandas') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
@@ -216,8 +216,8 @@ def test_a_max_batch_that_misses_at_the_most_replicas_is_not_simulated_at_fewer(
     """Max batch 16 misses at 1 replica and at 4 (max_gpus). At 4 its running batch never reached
     16, so max batch 64's run there is the same run, and it misses: max batch 64 is not simulated
     at fewer replicas (each one's load only grows; here simulated to show it misses at 1 too)."""
-    from calc.serving.planresult import Option
-    from calc.serving.search import Search
+    from calc.serving.planner.planresult import Option
+    from calc.serving.planner.search import Search
 
     wl = load_workload(write(tmp_path, HOPELESS))
     p = plan(wl)

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from calc.cli.app import app
 from calc.cost.dtypes import Dtypes
-from calc.serving.bands import PlanBands, edge, load_of, robust_targets
+from calc.serving.planner.bands import PlanBands, edge, load_of, robust_targets
 from calc.spec.bands import Band, BandTable
 from calc.spec.catalog import load_hardware, load_model
 
@@ -26,7 +26,7 @@ TABLE = BandTable(groups={"ttft": Band(rows=30, log_lo=-0.5, log_hi=0.2), "decod
 def _trial(ttft_p99, tpot_p99, rate=10.0, e2e=0.2, meets=True):
     sim = NS(requests_per_s=rate, e2e_s=np.full(5, e2e))
     return NS(stats={"ttft_p99": ttft_p99, "tpot_p99": tpot_p99, "e2e_p99": 1.0}, sim=sim, meets=meets,
-              replica=NS(hw=H100, dt=DT), label=f"trial {ttft_p99}")
+              replica=NS(hw=H100, dt=DT, model=load_model("llama-3.1-8b")), label=f"trial {ttft_p99}")
 
 
 def test_the_edge_is_the_slow_end_of_the_band_by_hand():
@@ -49,7 +49,7 @@ def test_fragile_means_nominally_met_and_missed_at_the_edge():
 
 
 def test_robust_targets_divide_by_the_widest_edge_factor():
-    got = robust_targets({"ttft_p99": 1.0, "tpot_p99": 0.04, "e2e_p99": 5.0}, TABLE, [H100], DT)
+    got = robust_targets({"ttft_p99": 1.0, "tpot_p99": 0.04, "e2e_p99": 5.0}, TABLE, [H100], DT, load_model("llama-3.1-8b"))
     assert got == pytest.approx({"ttft_p99": 1.0 / math.exp(0.5), "tpot_p99": 0.04 / math.exp(0.1), "e2e_p99": 5.0})
 
 

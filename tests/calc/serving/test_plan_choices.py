@@ -6,7 +6,7 @@ import json
 from typer.testing import CliRunner
 
 from calc.cli.app import app
-from calc.serving.plan import plan
+from calc.serving.planner.plan import plan
 from calc.spec.workload import load_workload
 
 BASE = """name: choices

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from calc.core.errors import SpecError
-from calc.serving.floors import floors
-from calc.serving.plan import plan
+from calc.serving.planner.plan import plan
+from calc.serving.replica.floors import floors
 from calc.spec.workload import load_workload
 
 BASE = """\

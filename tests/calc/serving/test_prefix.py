@@ -8,10 +8,10 @@ from calc.core.errors import SpecError
 from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
 from calc.cost.latency import prefill_cost
-from calc.serving.capacity import Replica, steady_state
-from calc.serving.plan import plan
-from calc.serving.prefix import cached_prefix
-from calc.serving.simulate import simulate
+from calc.serving.planner.plan import plan
+from calc.serving.replica.capacity import Replica, steady_state
+from calc.serving.replica.prefix import cached_prefix
+from calc.serving.sim.simulate import simulate
 from calc.spec.catalog import load_hardware, load_model
 from calc.spec.workload import PrefixCache, Serving, load_workload
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from calc.cost.dtypes import Dtypes
-from calc.serving.capacity import Replica, steady_state
+from calc.serving.replica.capacity import Replica, steady_state
 from calc.spec.catalog import load_hardware, load_model
 from calc.spec.workload import Serving
 

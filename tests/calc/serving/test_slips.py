@@ -12,7 +12,7 @@ from calc.cost.latency import decode_cost, estimate, mixed_step_cost
 from calc.cost.parallel import Parallel
 from calc.cost.setup import Setup
 from calc.cost.speculative import SpecConfig, speculative
-from calc.serving.capacity import Replica
+from calc.serving.replica.capacity import Replica
 from calc.spec.catalog import load_hardware, load_model
 from calc.spec.workload import Serving
 

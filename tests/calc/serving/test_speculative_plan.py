@@ -14,10 +14,10 @@ from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
 from calc.cost.latency import decode_cost
 from calc.cost.speculative import SpecConfig, verify_cost
-from calc.serving.capacity import Replica
-from calc.serving.plan import plan
-from calc.serving.simulate import simulate
-from calc.serving.stepmodel import StepFeatures
+from calc.serving.planner.plan import plan
+from calc.serving.replica.capacity import Replica
+from calc.serving.sim.simulate import simulate
+from calc.serving.steps.stepmodel import StepFeatures
 from calc.spec.catalog import load_hardware, load_model
 from calc.spec.workload import Serving, load_workload
 

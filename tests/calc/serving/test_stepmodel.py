@@ -17,8 +17,8 @@ from calc.cost.latency import mixed_step_cost
 from calc.cost.parallel import allreduce_times, link
 from calc.cost.roofline import bound_of
 from calc.cost.speculative import SpecConfig, draft_efficiency
-from calc.serving.capacity import Replica
-from calc.serving.stepmodel import StepFeatures
+from calc.serving.replica.capacity import Replica
+from calc.serving.steps.stepmodel import StepFeatures
 from calc.spec.catalog import load_hardware, load_model
 from calc.spec.workload import Serving
 

@@ -31,12 +31,12 @@ from functools import cached_property
 import numpy as np
 
 from calc.core import text as render
-from calc.serving.capacity import Replica
-from calc.serving.floors import floors
-from calc.serving.prefix import CachedPrefix
-from calc.serving.simresult import latency_percentile
-from calc.serving.simulate import SimResult, simulate
-from calc.serving.trial import BACKLOG_LIMIT, Priced
+from calc.serving.planner.trial import BACKLOG_LIMIT, Priced
+from calc.serving.replica.capacity import Replica
+from calc.serving.replica.floors import floors
+from calc.serving.replica.prefix import CachedPrefix
+from calc.serving.sim.simresult import latency_percentile
+from calc.serving.sim.simulate import SimResult, simulate
 from calc.spec.workload import Target
 
 
@@ -161,7 +161,7 @@ def simulate_disagg(p: Replica, x: int, d: Replica, y: int, T, G, *, rate_per_s:
     ps = simulate(p, T, ones, rate_per_s=rate_per_s / x, gaps=gaps, seed=seed, prefix=prefix)
     prefill_s = ps.first_token_s - ps.arrive_s  # queueing included: the TTFT before the transfer
     # what hides a layer-wise transfer is the prefill's own compute, not its wait in the queue
-    # (its chunks alone on the replica: calc.serving.floors; shared steps only take longer)
+    # (its chunks alone on the replica: calc.serving.replica.floors; shared steps only take longer)
     compute_s = floors(p, T, ones, prefix)["ttft"]
     tx = kv_transfer_s(kv_transfer_bytes(p.model, p.dt.kv, T), link, min(p.tp, d.tp), compute_s,
                        p.model.num_layers, overlap)

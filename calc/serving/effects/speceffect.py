@@ -3,7 +3,7 @@ under the SLOs, and its decode-step TPOT beside the plain one as the batch grows
 
 A pure decode step at batch B and the requests' mean decode context: plain TPOT = the
 target's decode step; speculative TPOT = (k draft steps + the k + 1-position verification)
-/ E, E the expected accepted tokens (calc.serving.timer.SpecTimer). Speculation trades spare compute
+/ E, E the expected accepted tokens (calc.serving.steps.timer.SpecTimer). Speculation trades spare compute
 for fewer weight reads: at small batch a step is bound by reading the weights and the extra
 positions ride along nearly free; as B grows the verification's k + 1 positions per sequence
 make the step compute-bound and the draft's own steps stop being small, so the speedup falls
@@ -19,8 +19,8 @@ import numpy as np
 from calc.core.errors import SpecError
 from calc.cost.dtypes import Dtypes
 from calc.cost.speculative import DraftHeads, SpecConfig, draft_of
-from calc.serving.capacity import Replica
-from calc.serving.timer import PlainTimer
+from calc.serving.replica.capacity import Replica
+from calc.serving.steps.timer import PlainTimer
 from calc.spec.workload import LoadedWorkload
 
 BATCH_POW = 10  # batch rows up to 2^10

@@ -9,8 +9,8 @@ from functools import cached_property
 
 from calc.core import text as render
 from calc.core.units import usd_per_million_tokens
-from calc.serving.capacity import Replica, SteadyState
-from calc.serving.simulate import SimResult
+from calc.serving.replica.capacity import Replica, SteadyState
+from calc.serving.sim.simulate import SimResult
 from calc.spec.scheduler import engine_args_of
 from calc.spec.workload import Target
 

@@ -1,7 +1,7 @@
 """The planner's search over disaggregated deployments (xP + yD), beside the aggregated one.
 
 For every prefill candidate (GPU type, TP) and decode candidate (GPU type, TP, max batch)
-the closed form (calc.serving.capacity.steady_state: prompts only for the prefill pool; one
+the closed form (calc.serving.replica.capacity.steady_state: prompts only for the prefill pool; one
 token of prefill and G - 1 decode steps for the decode pool) gives each pool's capacity and
 so a first guess of x and y at GUESS_UTIL. Pairs are simulated cheapest guess first: a
 missed TTFT or a growing prefill queue adds a prefill replica, a missed TPOT or a growing
@@ -17,10 +17,10 @@ import numpy as np
 
 from calc.core.errors import SpecError
 from calc.core.units import GB
-from calc.serving.capacity import Replica, steady_state, validate_split
-from calc.serving.disagg import DisaggTrial, KVLink, pick_link, simulate_disagg
-from calc.serving.prefix import CachedPrefix
-from calc.serving.trial import GUESS_UTIL, cost_key
+from calc.serving.planner.disagg import DisaggTrial, KVLink, pick_link, simulate_disagg
+from calc.serving.planner.trial import GUESS_UTIL, cost_key
+from calc.serving.replica.capacity import Replica, steady_state, validate_split
+from calc.serving.replica.prefix import CachedPrefix
 from calc.spec.hardware import Interconnect
 
 PAIRS_SIMULATED = 4  # cheapest (prefill, decode) pairs simulated

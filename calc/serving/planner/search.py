@@ -1,6 +1,6 @@
 """The planner's search over replica counts for one option: its trials, simulated or reused (a
 run whose batch never reached its cap is the same run under any larger cap), and the fewest
-replicas that meet the SLOs by bisection (calc.serving.plan describes the whole search)."""
+replicas that meet the SLOs by bisection (calc.serving.planner.plan describes the whole search)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from calc.cost.dtypes import Dtypes
-from calc.serving.capacity import Replica, SteadyState, at_load, steady_state
-from calc.serving.prefix import cached_prefix
-from calc.serving.simulate import arrival_gaps, simulate
-from calc.serving.speceffect import speculative_config
-from calc.serving.trial import GUESS_UTIL, Trial
+from calc.serving.effects.speceffect import speculative_config
+from calc.serving.planner.trial import GUESS_UTIL, Trial
+from calc.serving.replica.capacity import Replica, SteadyState, at_load, steady_state
+from calc.serving.replica.prefix import cached_prefix
+from calc.serving.sim.simulate import arrival_gaps, simulate
 from calc.spec.workload import LoadedWorkload
 
 if TYPE_CHECKING:
-    from calc.serving.planresult import Option
+    from calc.serving.planner.planresult import Option
 
 
 class Search:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from calc.core import text as render
-from calc.serving.capacity import Replica
-from calc.serving.prefix import CachedPrefix
-from calc.serving.simresult import latency_percentile
+from calc.serving.replica.capacity import Replica
+from calc.serving.replica.prefix import CachedPrefix
+from calc.serving.sim.simresult import latency_percentile
 from calc.spec.workload import Target
 
 

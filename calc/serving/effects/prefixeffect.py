@@ -13,8 +13,8 @@ import numpy as np
 
 from calc.cost.efficiency import Efficiency
 from calc.cost.latency import prefill_cost
-from calc.serving.prefix import CachedPrefix
-from calc.serving.simulate import SimResult, simulate
+from calc.serving.replica.prefix import CachedPrefix
+from calc.serving.sim.simulate import SimResult, simulate
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""What the planner answers (calc.serving.plan searches for it): every option tried, and the
+"""What the planner answers (calc.serving.planner.plan searches for it): every option tried, and the
 plan over them: the cheapest deployment that meets the SLOs, aggregated or disaggregated, its
 runner-up of the other kind, and the best on each GPU type."""
 
@@ -9,12 +9,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from calc.cost.dtypes import Dtypes
-from calc.serving.disagg import DisaggTrial
-from calc.serving.disagg_search import best_disagg
-from calc.serving.prefixeffect import PrefixEffect
-from calc.serving.speceffect import SpecEffect
-from calc.serving.trial import Trial, cost_key
-from calc.serving.whatif import WhatIf
+from calc.serving.effects.prefixeffect import PrefixEffect
+from calc.serving.effects.speceffect import SpecEffect
+from calc.serving.effects.whatif import WhatIf
+from calc.serving.planner.disagg import DisaggTrial
+from calc.serving.planner.disagg_search import best_disagg
+from calc.serving.planner.trial import Trial, cost_key
 from calc.spec.hardware import HardwareSpec
 from calc.spec.workload import LoadedWorkload
 
@@ -127,10 +127,10 @@ class Plan:
         return out
 
     def launches(self) -> list[tuple[str, object]]:
-        """(role, calc.serving.launch.Launch) for the answer: one command for an aggregated one,
+        """(role, calc.serving.planner.launch.Launch) for the answer: one command for an aggregated one,
         the prefill pool's and the decode pool's for a disaggregated one; [] when its preset names
         no serving engine or nothing meets the SLOs."""
-        from calc.serving.launch import DISAGG, launch
+        from calc.serving.planner.launch import DISAGG, launch
 
         t = self.answer
         spec = self.workload.spec

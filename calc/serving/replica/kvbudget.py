@@ -84,7 +84,7 @@ class KVBudget:
 
     def admissible_pages(self, watermark: float) -> int:
         """Pages one request may take: all but the watermark's share the scheduler keeps free
-        (calc.serving.scheduler admits a prompt only while ceil(watermark x pages) stay free)."""
+        (calc.serving.sim.scheduler admits a prompt only while ceil(watermark x pages) stay free)."""
         return self.pages - int(math.ceil(watermark * self.pages))
 
     def admits(self, positions: int, watermark: float) -> bool:

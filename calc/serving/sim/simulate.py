@@ -11,8 +11,8 @@ The scheduler, one iteration (step) at a time, as vLLM runs it:
 3. Waiting requests are admitted in arrival order (FCFS, no overtaking) while the
    batch is below max batch, tokens are left in the budget, and the free pages
    cover the request's whole prompt plus the watermark.
-4. The step's time is the replica's step timer's (calc.serving.timer): the forward pass over
-   that ragged batch (calc.serving.stepmodel, which reproduces calc.cost.latency.mixed_step_cost),
+4. The step's time is the replica's step timer's (calc.serving.steps.timer): the forward pass over
+   that ragged batch (calc.serving.steps.stepmodel, which reproduces calc.cost.latency.mixed_step_cost),
    or a speculative step. A request whose prefill completes samples its first token at the end
    of the step; each decode step emits the timer's tokens (one, or the accepted drafts).
 
@@ -28,10 +28,10 @@ import time
 
 import numpy as np
 
-from calc.serving.capacity import Replica
-from calc.serving.prefix import CachedPrefix
-from calc.serving.scheduler import Scheduler
-from calc.serving.simresult import SimResult
+from calc.serving.replica.capacity import Replica
+from calc.serving.replica.prefix import CachedPrefix
+from calc.serving.sim.scheduler import Scheduler
+from calc.serving.sim.simresult import SimResult
 
 __all__ = ["SimResult", "arrival_gaps", "simulate"]
 
@@ -55,7 +55,7 @@ def simulate(rep: Replica, T, G, *, rate_per_s: float | None = None, concurrency
     gamma gaps from ``seed``, or the given unit-rate ``gaps``), or a closed loop of
     ``concurrency`` clients, or (``burst``) every request arriving at t = 0. Deterministic for a seed. A request whose prompt needs more
     pages than the replica has is an error (check with ``rep.kv.pages`` first). ``prefix``: the
-    prompt tokens found cached per request and the pages the shared prefix pins (calc.serving.prefix)."""
+    prompt tokens found cached per request and the pages the shared prefix pins (calc.serving.replica.prefix)."""
     t0 = time.perf_counter()
     T = np.asarray(T, np.int64)
     G = np.asarray(G, np.int64)

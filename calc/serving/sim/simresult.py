@@ -25,7 +25,7 @@ class Phases:
     docs.nvidia.com/aiperf/tutorials/load-patterns-scheduling/warmup-phase-configuration; GuideLLM's
     warm-up and cool-down shares): warm-up until the first measured request arrives, the steady
     window over the measured arrivals (the statistics), drain after the last one until the last
-    finish. ``steady``: the queue did not grow over the window (calc.serving.trial.BACKLOG_LIMIT)."""
+    finish. ``steady``: the queue did not grow over the window (calc.serving.planner.trial.BACKLOG_LIMIT)."""
 
     warmup_s: float
     steady_s: float

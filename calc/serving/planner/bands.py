@@ -56,7 +56,7 @@ def load_of(trial) -> str:
 
 def _regime(trial, metric: str, load: str) -> Regime:
     r = trial.replica
-    return regime_of(FAMILY[metric], r.hw, r.dt.weight, r.dt.compute, load)
+    return regime_of(FAMILY[metric], r.hw, r.dt.weight, r.dt.compute, load, r.model)
 
 
 def edge(trial, table: BandTable, targets: dict[str, float]) -> Edge:
@@ -73,20 +73,20 @@ def edge(trial, table: BandTable, targets: dict[str, float]) -> Edge:
     return Edge(load, latency, bands, groups, misses)
 
 
-def widest_factor(table: BandTable, hardware, dt, metric: str) -> Found | None:
+def widest_factor(table: BandTable, hardware, dt, metric: str, model) -> Found | None:
     """The band with the slowest edge (largest e^-r10) a ``metric`` statistic could get on any of
     ``hardware`` at any load level."""
     found = [f for hw in hardware for load in LOAD_LEVELS
-             for f in [table.lookup(regime_of(FAMILY[metric], hw, dt.weight, dt.compute, load))] if f is not None]
+             for f in [table.lookup(regime_of(FAMILY[metric], hw, dt.weight, dt.compute, load, model))] if f is not None]
     return max(found, key=lambda f: -f.band.log_lo) if found else None
 
 
-def robust_targets(targets: dict[str, float], table: BandTable, hardware, dt) -> dict[str, float]:
+def robust_targets(targets: dict[str, float], table: BandTable, hardware, dt, model) -> dict[str, float]:
     """Each target divided by the widest edge factor e^-r10 (1 where no band applies, or where the
     band's slow end is faster than the prediction)."""
     out = {}
     for key, t in targets.items():
-        f = widest_factor(table, hardware, dt, key.split("_p")[0])
+        f = widest_factor(table, hardware, dt, key.split("_p")[0], model)
         out[key] = t / max(math.exp(-f.band.log_lo), 1.0) if f is not None else t
     return out
 

@@ -2,7 +2,7 @@
 
 N sequences each adding ``rows`` positions (a decode token, or a speculative verification of
 k + 1) after contexts summing to u, every layer global (no attention window): their features
-(calc.serving.stepmodel.StepFeatures.decoding) are x(u) = x0 + u x1, with x0 fixed by N and rows
+(calc.serving.steps.stepmodel.StepFeatures.decoding) are x(u) = x0 + u x1, with x0 fixed by N and rows
 (tokens N rows, pairs N rows (rows + 1) / 2 + rows u, positions read N rows + u). Every row of the
 step model's product S x is then affine in u, so each operator's max(compute, memory) and each
 all-reduce's cheapest algorithm change at a few breakpoints, and between two breakpoints the
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calc.serving.stepmodel import StepFeatures, StepModel
+from calc.serving.steps.stepmodel import StepFeatures, StepModel
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import numpy as np
 from calc.cost.dtypes import Dtypes
 from calc.cost.latency import mixed_step_cost
 from calc.cost.roofline import PhaseCost
-from calc.serving.trial import Trial
+from calc.serving.planner.trial import Trial
 
 WIDE = ("bf16", "fp16", "fp32")
 

@@ -5,7 +5,7 @@ model: the decoding sequences' cached contexts ``kv`` and the prompt chunks (``n
 ``past`` cached ones), each with a weight (the closed form's fractional counts; default 1). A
 timer prices it and says what a decoding sequence emits; nobody else builds step features.
 
-* ``PlainTimer``: one forward pass of the model (calc.serving.stepmodel), one token per
+* ``PlainTimer``: one forward pass of the model (calc.serving.steps.stepmodel), one token per
   decoding sequence per step.
 * ``SpecTimer``: speculative decoding (calc.cost.speculative). Per step, each decoding sequence
   at context S is verified by the target over k + 1 positions (all reaching lm_head; the
@@ -21,7 +21,7 @@ timer prices it and says what a decoding sequence emits; nobody else builds step
 
 Every method returns (seconds [steps], seconds under each of calc.cost.roofline.BOUNDS [3, steps]:
 calc.cost.roofline.bound_of labels them). A run of pure decode steps on a model without attention
-windows is priced through calc.serving.decodeline (the same step model, piecewise linear in the
+windows is priced through calc.serving.steps.decodeline (the same step model, piecewise linear in the
 batch's total context: one search per run instead of a feature matrix).
 """
 
@@ -33,8 +33,8 @@ from typing import Protocol
 
 import numpy as np
 
-from calc.serving.decodeline import decode_line
-from calc.serving.stepmodel import StepFeatures, StepModel
+from calc.serving.steps.decodeline import decode_line
+from calc.serving.steps.stepmodel import StepFeatures, StepModel
 
 _NONE = np.zeros(0)
 _STEPS = np.arange(1, 1 << 16)  # a plain timer's cumulative tokens per sequence (read-only slices)
@@ -89,7 +89,7 @@ class PlainTimer:
     def decode_run(self, kv, ahead, weight=None):
         sm = self.steps
         line = None if weight is not None else decode_line(sm, kv.size)
-        if line is not None:  # every layer global: piecewise linear in the total context (calc.serving.decodeline)
+        if line is not None:  # every layer global: piecewise linear in the total context (calc.serving.steps.decodeline)
             return line.run(float(np.add.reduce(kv)) + kv.size * np.asarray(ahead, float))
         return sm.time_and_shares(StepFeatures.decoding(sm.windows, kv, ahead, weight=weight), "decode")
 
@@ -137,7 +137,7 @@ class SpecTimer:
         t, d, k = self.target, self.draft, self.k
         lt = None if weight is not None else decode_line(t, kv.size, k + 1)
         ld = None if lt is None else decode_line(d, kv.size)
-        if ld is not None:  # calc.serving.decodeline: the verification and the draft's passes
+        if ld is not None:  # calc.serving.steps.decodeline: the verification and the draft's passes
             s = float(np.add.reduce(kv))
             u = s + kv.size * np.asarray(ahead, float)
             (vt, vs), (dt, ds) = lt.run(u), ld.run(u)

@@ -22,7 +22,7 @@ import shlex
 from dataclasses import dataclass
 
 from calc.cost.dtypes import Dtypes
-from calc.serving.capacity import Replica
+from calc.serving.replica.capacity import Replica
 
 # what each scheduler field the plan ran means, for the flag that sets it
 ASSUMES = {

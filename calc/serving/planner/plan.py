@@ -7,13 +7,13 @@ A PP replica runs PP engines, each one micro-batch in flight through all the sta
 virtual engines): it is simulated as one engine at 1/PP of the replica's load and KV pages,
 its step the whole pass (every stage plus the PP - 1 sends). A replica of more GPUs than a node
 holds (the workload's ``cluster``) spans nodes; its collectives run over the network
-(calc.serving.capacity.across_nodes).
+(calc.serving.replica.capacity.across_nodes).
 
 For each (hardware, TP) the planner first rules out what cannot work, without
 simulating: a split the model does not allow, weights that do not fit, a request
 longer than the KV cache, a TTFT or TPOT target below what one request alone gets
 (its prefill; a decode step at batch 1). For each max batch the closed form
-(calc.serving.capacity.steady_state) gives the fewest replicas that can keep up; candidates
+(calc.serving.replica.capacity.steady_state) gives the fewest replicas that can keep up; candidates
 are then simulated cheapest lower bound first, and for each the fewest replicas that
 meet the SLOs is found by simulation (more replicas only lower each one's load).
 The search stops once ``RUNNERS_UP + 1`` configurations meet the SLOs, every GPU type has
@@ -33,15 +33,15 @@ from dataclasses import replace
 from calc.core.progress import Progress, silent
 from calc.core.units import GB
 from calc.cost.dtypes import Dtypes
-from calc.serving.capacity import Replica, across_nodes, steady_state, validate_split
-from calc.serving.disagg_search import search_disagg
-from calc.serving.floors import floor_reason, floors
-from calc.serving.planresult import Option, Plan
-from calc.serving.prefixeffect import prefix_effect
-from calc.serving.search import Search
-from calc.serving.speceffect import SpecEffect, spec_effect, spec_note
-from calc.serving.trial import RUNNERS_UP, Trial, cost_key
-from calc.serving.whatif import what_if
+from calc.serving.effects.prefixeffect import prefix_effect
+from calc.serving.effects.speceffect import SpecEffect, spec_effect, spec_note
+from calc.serving.effects.whatif import what_if
+from calc.serving.planner.disagg_search import search_disagg
+from calc.serving.planner.planresult import Option, Plan
+from calc.serving.planner.search import Search
+from calc.serving.planner.trial import RUNNERS_UP, Trial, cost_key
+from calc.serving.replica.capacity import Replica, across_nodes, steady_state, validate_split
+from calc.serving.replica.floors import floor_reason, floors
 from calc.spec.workload import LoadedWorkload
 
 

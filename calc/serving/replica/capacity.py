@@ -1,8 +1,8 @@
 """A replica of the model and its closed-form steady state under continuous batching.
 
 One replica is TP GPUs running one copy of the model under continuous batching
-(vLLM's scheduler, in its main knobs). Its KV pages are calc.serving.kvbudget's, its
-step time calc.serving.stepmodel's; this module gives the closed-form steady state.
+(vLLM's scheduler, in its main knobs). Its KV pages are calc.serving.replica.kvbudget's, its
+step time calc.serving.steps.stepmodel's; this module gives the closed-form steady state.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from calc.cost.operators import pass_ops
 from calc.cost.parallel import Parallel, check, link
 from calc.cost.roofline import bound_of
 from calc.cost.speculative import Draft, SpecConfig, draft_efficiency, draft_of, expected_tokens
-from calc.serving.kvbudget import KVBudget, kv_budget
-from calc.serving.prefix import CachedPrefix
-from calc.serving.stepmodel import StepModel, step_model
-from calc.serving.timer import PlainTimer, SpecTimer, StepTimer
+from calc.serving.replica.kvbudget import KVBudget, kv_budget
+from calc.serving.replica.prefix import CachedPrefix
+from calc.serving.steps.stepmodel import StepModel, step_model
+from calc.serving.steps.timer import PlainTimer, SpecTimer, StepTimer
 from calc.spec.hardware import HardwareSpec, Interconnect
 from calc.spec.model import ModelSpec
 from calc.spec.workload import Serving
@@ -78,7 +78,7 @@ class Replica:
 
     @cached_property
     def timer(self) -> StepTimer:
-        """What a step costs and emits: one pass of the model, or a speculative step (calc.serving.timer)."""
+        """What a step costs and emits: one pass of the model, or a speculative step (calc.serving.steps.timer)."""
         d = self.draft
         if d is None:
             return PlainTimer(self.steps, self.logits)

@@ -1,4 +1,4 @@
-"""The continuous-batching scheduler of one replica, step by step (calc.serving.simulate
+"""The continuous-batching scheduler of one replica, step by step (calc.serving.sim.simulate
 describes the policy). The state lives in preallocated numpy arrays; runs of pure decode
 steps between events are advanced in one vectorised call."""
 
@@ -10,8 +10,8 @@ from collections import deque
 import numpy as np
 
 from calc.cost.roofline import BOUNDS, bound_of
-from calc.serving.capacity import Replica
-from calc.serving.prefix import CachedPrefix
+from calc.serving.replica.capacity import Replica
+from calc.serving.replica.prefix import CachedPrefix
 
 # ndarray.sum/min through numpy's Python wrappers cost more than the small sums they do here
 _sum, _min = np.add.reduce, np.minimum.reduce
@@ -25,7 +25,7 @@ class Scheduler:
     requests. (Written for speed: a few numpy calls per event, none per token.)"""
 
     def __init__(self, rep: Replica, T, G, arrive, concurrency, prefix: CachedPrefix | None = None):
-        self.timer = rep.timer  # what a step costs and emits (calc.serving.timer)
+        self.timer = rep.timer  # what a step costs and emits (calc.serving.steps.timer)
         self.model = rep.model
         n = T.size
         self.T, self.G = T.astype(np.int64), G.astype(np.int64)

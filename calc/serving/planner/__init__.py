@@ -1,0 +1,1 @@
+"""The capacity planner: the search over hardware, splits, batches and replicas (plan, search), its result (planresult), one simulated configuration (trial), disaggregated pools (disagg, disagg_search), prediction bands on plans (bands) and the engines' launch commands (launch)."""
