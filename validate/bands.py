@@ -15,8 +15,9 @@ import math
 from pathlib import Path
 
 from calc.accuracy.bands import Residual, build, coverage, held_out_check
-from calc.spec.bands import BandTable, arch_of, gpu_family, precision_class
+from calc.spec.bands import BandTable, gpu_family, precision_class
 from calc.spec.bands import Regime as _Regime
+from calc.spec.catalog import arch_of_name
 from calc.spec.hardware import HardwareSpec
 
 FAMILY = {"prefill": "ttft", "decode": "decode"}
@@ -32,7 +33,7 @@ def residuals(rows, hw: HardwareSpec) -> list[Residual]:
             continue
         d = r.point.dtype
         regime = _Regime(FAMILY[r.point.phase], "pass", engine, precision_class(d, d), gpu_family(hw.name),
-                         arch_of(r.model))
+                         arch_of_name(r.model))
         out.append(Residual(f"{r.model}/{d}/{r.point.phase}/{r.point.batch}/{r.point.size}", r.model, regime,
                             math.log(p / m), False))
     return out

@@ -40,13 +40,13 @@ from calc.spec.bands import (
     BandTable,
     Found,
     Regime,
-    arch_of,
     gpu_family,
     is_rate,
     load_level,
     metric_family,
     precision_class,
 )
+from calc.spec.catalog import arch_of_name
 
 TARGET_OVERALL = (0.75, 0.85)  # issue 22: the 80% band's held-out coverage, over every row
 TARGET_REGIME = (0.65, 0.95)  # ... and in every regime of at least TARGET_REGIME_ROWS rows
@@ -73,7 +73,7 @@ def residual(row: Row, predicted: float) -> Residual | None:
     rate = is_rate(row.metric)
     r = math.log(predicted / row.value)
     regime = Regime(metric_family(row.metric), load_level(row.batch, row.concurrency), row.preset,
-                    precision_class(row.weight_dtype, row.compute_dtype), gpu_family(row.hardware), arch_of(row.model))
+                    precision_class(row.weight_dtype, row.compute_dtype), gpu_family(row.hardware), arch_of_name(row.model))
     return Residual(row.id, row.publisher, regime, -r if rate else r, rate)
 
 
@@ -118,7 +118,7 @@ def table_residuals(path: Path) -> tuple[list[Residual], str]:
         in_flight = num(r.get("concurrency")) or num(r.get("in_flight"))
         regime = Regime(family, load_level(int(batch) if batch else None, in_flight), r.get("preset") or r.get("engine", ""),
                         precision_class(r.get("weight_dtype"), r.get("compute_dtype") or r.get("act_dtype")),
-                        gpu_family(r.get("gpu", "")), arch_of(r["model"]))
+                        gpu_family(r.get("gpu", "")), arch_of_name(r["model"]))
         out.append(Residual(r["id"], r["publisher"], regime, -x if rate else x, rate))
     return out, f"{path.name}: {len(out)} residuals of {len(rows)} rows"
 

@@ -14,13 +14,13 @@ import math
 from calc.spec.bands import (
     Found,
     Regime,
-    arch_of,
     bands_for,
     gpu_family,
     load_level,
     metric_family,
     precision_class,
 )
+from calc.spec.catalog import arch_of_name
 
 
 def _load(sc, pred: dict[str, float]) -> str:
@@ -65,7 +65,7 @@ def run_bands(sc, preset, dtypes, pred: dict[str, float]) -> tuple[dict[str, Fou
         if family is None:
             continue
         found = table.lookup(Regime(family, load, engine, precision_class(dtypes.weight, dtypes.compute),
-                                    gpu_family(hw.name), arch_of(sc.model)))
+                                    gpu_family(hw.name), arch_of_name(sc.model)))
         if found is not None:
             out[m] = found
     return out, source

@@ -39,7 +39,12 @@ def error_line(exc: BaseException) -> str:
         text = str(SpecError(OPTION_OF[exc.path], exc.field, exc.problem))
     else:
         text = str(exc)
-    return "roofline: error: " + " ".join(text.split())
+    return "roofline: error: " + one_line(text)
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: newlines and runs of spaces (a path may hold them) become one space."""
+    return " ".join(text.split())
 
 
 # The cost layer names a scenario value by its field (as a workload spells it); on the command line

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from calc.cli.base import Format, FormatOpt, command
+from calc.cli.base import Format, FormatOpt, command, one_line
 from calc.cli.options import ComputeDtypeOpt, KVDtypeOpt, WeightDtypeOpt
 
 ResultsArg = Annotated[list[Path], typer.Argument(
@@ -78,7 +78,7 @@ def compare_cmd(
             typer.echo("\nrefit, error on held-out runs (median |error| over their metrics):\n" + fit_text)
     if out is not None and runs:
         files = view.write_report(runs, LABELS, failures, out, fit_text)
-        typer.echo(f"wrote {', '.join(str(f) for f in files)}", err=True)
+        typer.echo(one_line(f"wrote {', '.join(str(f) for f in files)}"), err=True)
     if failures:
         raise typer.Exit(2)
 
@@ -127,5 +127,5 @@ def _refit(runs, presets, out, fit_out):
         if out is not None:
             out_folder(out, "--out", parents=True)
     path = atomic_write(fit_out, preset_yaml(refits, sorted({r.scenario.run.file for r in runs}), tools, ours), "--fit-out")
-    typer.echo(f"wrote the refitted preset(s) to {path}", err=True)
+    typer.echo(one_line(f"wrote the refitted preset(s) to {path}"), err=True)
     return refits, fit_table(refits)

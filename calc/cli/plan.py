@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from calc.cli.base import Format, FormatOpt, command
+from calc.cli.base import Format, FormatOpt, command, one_line
 from calc.cli.options import BandsOpt, QuietOpt
 from calc.core import text as render
 
@@ -71,11 +71,11 @@ def plan_cmd(
 
         shown = result.ranked or [t for t in (result.closest,) if t is not None]  # none meets: the closest
         write_frame(pd.DataFrame([flat_record(_row(t, pb)) for t in shown]), table, "--table")
-        typer.echo(f"wrote {table} ({len(shown)} configurations)", err=True)
+        typer.echo(one_line(f"wrote {table} ({len(shown)} configurations)"), err=True)
     if out is not None:
         files = write_report(result, out, pb)
-        typer.echo(f"wrote {', '.join(str(f) for f in files if f.suffix != '.png')} and "
-                   f"{sum(f.suffix == '.png' for f in files)} charts", err=True)
+        typer.echo(one_line(f"wrote {', '.join(str(f) for f in files if f.suffix != '.png')} and "
+                            f"{sum(f.suffix == '.png' for f in files)} charts"), err=True)
     typer.echo(f"planned in {time.perf_counter() - t0:.1f} s ({result.simulations} simulations of "
                f"{result.requests:,} requests)", err=True)
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from calc.cli.base import command
+from calc.cli.base import command, one_line
 from calc.cli.options import (
     DEFAULT_SCENARIO,
     BandsOpt,
@@ -70,7 +70,7 @@ def sweep_cmd(
         print_csv(frame)
     else:
         write_frame(frame, out)
-        typer.echo(f"wrote {len(frame):,} scenarios x {frame.shape[1]} columns to {out}", err=True)
+        typer.echo(one_line(f"wrote {len(frame):,} scenarios x {frame.shape[1]} columns to {out}"), err=True)
 
 
 def sweep_frame(model: str = "llama-3.1-8b", hardware: str = "h100-sxm", batch: str = "1", prompt_len: str = "512",
@@ -151,4 +151,4 @@ def plot_cmd(
                prompt_len=values(prompt_len, "--prompt-len"), output_len=values(output_len, "--output-len"),
                context=values(context, "--context"), weight_dtype=weight_dtype, kv_dtype=kv_dtype,
                tp=values(tp, "--tp"), phases=None if phase in (None, "both") else (phase,), out=out)
-    typer.echo(f"wrote {out}", err=True)
+    typer.echo(one_line(f"wrote {out}"), err=True)

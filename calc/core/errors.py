@@ -24,7 +24,7 @@ class SpecError(ValueError):
         """Turn a pydantic ValidationError into one line listing every problem, the first one's
         field as ``field``; an unknown key lists the keys valid there (``model``: the spec class
         validated, whose fields say which)."""
-        errors = getattr(exc, "errors", lambda: [])()
+        errors = _one_union_branch(getattr(exc, "errors", lambda: [])())
         if not errors:
             return cls(path, None, str(exc).splitlines()[0])
         parts = []
@@ -38,6 +38,36 @@ class SpecError(ValueError):
         field, first = parts[0]
         rest = [f"{f}: {m}" if f else m for f, m in parts[1:]]
         return cls(path, field, "; ".join([first, *rest]))
+
+
+_SHAPE_ERRORS = frozenset({"list_type", "dict_type", "model_type", "model_attributes_type", "string_type",
+                           "int_type", "float_type", "bool_type", "none_required"})
+
+
+def _is_tag(part) -> bool:
+    """A pydantic union member's tag in an error location ('DtypeChoice', 'list[str]', 'str'),
+    not a field name (fields here are snake_case)."""
+    return isinstance(part, str) and (part[:1].isupper() or "[" in part or part in ("str", "int", "float", "bool",
+                                                                                      "none"))
+
+
+def _one_union_branch(errors: list[dict]) -> list[dict]:
+    """pydantic reports every branch of a union that failed; keep the branch the input had the
+    shape of (its errors reach past the tag) and drop the tag, so a field of ``A | list[A]``
+    given one A says what is wrong with the A, once."""
+    out = []
+    for e in errors:
+        loc = tuple(e.get("loc", ()))
+        cut = next((i for i, p in enumerate(loc) if _is_tag(p)), None)
+        if cut is None:
+            out.append(e)
+            continue
+        deeper = any(tuple(o.get("loc", ()))[:cut] == loc[:cut] and len(o.get("loc", ())) > cut + 1
+                     for o in errors if o is not e)
+        if len(loc) == cut + 1 and e.get("type") in _SHAPE_ERRORS and deeper:
+            continue  # the input is not of this branch's shape: another branch says what is wrong
+        out.append({**e, "loc": loc[:cut] + loc[cut + 1:]})
+    return out
 
 
 def valid_keys(model: type, loc: tuple) -> list[str] | None:

@@ -26,7 +26,6 @@ held-out validation (`roofline validate`).
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,18 +215,9 @@ def band_name(name: str) -> str:
 
 
 def arch_of(model) -> str:
-    """"moe" for a mixture-of-experts model (routed experts: its own kernels and load balance),
-    else "dense"; ``model``: a ModelSpec or a catalog name."""
-    if isinstance(model, str):
-        model = _catalog_model(model)
+    """"moe" for a mixture-of-experts ModelSpec (routed experts: their own kernels and load
+    balance), else "dense" (calc.spec.catalog.arch_of_name for a catalog name)."""
     return "moe" if model.moe is not None and model.moe.num_experts else "dense"
-
-
-@functools.lru_cache(maxsize=256)
-def _catalog_model(name: str):
-    from calc.spec.catalog import load_model
-
-    return load_model(name)
 
 
 def regime_of(family: str, hw, weight_dtype: str | None, compute_dtype: str | None, load: str = "pass",

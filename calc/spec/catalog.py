@@ -184,3 +184,11 @@ def load_spec(ref: str) -> ModelSpec | HardwareSpec:
         return load_model(ref)  # a config.json, a folder, or a missing file: its own error
     names = [*model_catalog(), *hardware_catalog()]
     raise SpecError("NAME", None, f"unknown model or hardware {ref!r}{suggest(ref, names)}")
+
+
+@lru_cache(maxsize=256)
+def arch_of_name(ref: str) -> str:
+    """calc.spec.bands.arch_of of a catalog model (or a model file), read once."""
+    from calc.spec.bands import arch_of
+
+    return arch_of(load_model(ref))

@@ -147,3 +147,12 @@ def test_a_preset_file_is_an_engine_everywhere(tmp_path):
     two.write_text(yaml.safe_dump({"a": body, "b": body}))
     amb = runner.invoke(app, [*args, "--engine", str(two)])
     assert amb.exit_code == 2 and "name one as" in amb.stderr
+
+
+def test_a_folder_name_with_a_newline_is_said_on_one_line(tmp_path):
+    out = tmp_path / "a\nb"
+    r = run(BENCH / "vllm-latency.json", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    wrote = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(wrote) == 1 and wrote[0].startswith("wrote ") and "a b" in wrote[0]
+    assert (out / "README.md").exists() and (out / "report.html").exists()  # written where asked
