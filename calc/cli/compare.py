@@ -110,8 +110,8 @@ def _refit(runs, presets, out, fit_out):
     from calc.render.compare import fit_table
 
     refits, skipped = refit_groups(runs, presets)
-    for line in skipped:
-        typer.echo(f"roofline: {line}", err=True)
+    for line in skipped:  # a note, not an error: the other presets are refitted
+        typer.echo(one_line(f"roofline: note: {line}"), err=True)
     if not refits:
         return [], None
     try:

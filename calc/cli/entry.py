@@ -4,7 +4,7 @@ never a traceback."""
 
 from __future__ import annotations
 
-from calc.cli.interrupt import catch_sigterm, interrupted
+from calc.cli.interrupt import catch_sigterm, interrupted, received
 
 
 def main() -> None:
@@ -15,3 +15,7 @@ def main() -> None:
         app_main()
     except KeyboardInterrupt as exc:
         interrupted(exc)
+    except Exception:
+        if received() is not None:  # an interrupt that library code wrapped in its own error
+            interrupted()
+        raise

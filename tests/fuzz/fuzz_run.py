@@ -166,9 +166,9 @@ def classify(case: Case, result) -> Outcome:
         why = suspect(result.stdout, case.args)
         return Outcome(case.kind, "suspect" if why else "ok", 0, stderr, why or "")
     lines = [ln for ln in stderr.splitlines() if ln.strip()]
-    # the one-line promise: "roofline: error: WHERE: problem"; the planned-in / wrote lines of
-    # a command that then failed a check do not count against it
-    lines = [ln for ln in lines if not ln.startswith(("wrote ", "planned in "))]
+    # the one-line promise: "roofline: error: WHERE: problem"; the planned-in / wrote / note lines
+    # of a command that then failed a check do not count against it
+    lines = [ln for ln in lines if not ln.startswith(("wrote ", "planned in ", "roofline: note: "))]
     errors = [ln for ln in lines if ln.startswith("roofline: error: ")]
     if code in (1, 2) and len(errors) == 1 and len(lines) == 1 and ": " in errors[0][len("roofline: error: "):]:
         return Outcome(case.kind, "one_line", code, stderr)

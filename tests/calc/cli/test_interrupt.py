@@ -50,3 +50,27 @@ def test_sigterm_is_one_line_143_and_leaves_no_temp_file(delay_s, tmp_path):
     assert p.returncode == 143, (p.returncode, err)
     assert err.strip().splitlines() == ["roofline: terminated"], err
     assert list(tmp_path.iterdir()) == []  # neither a torn grid.csv nor a .grid.csv.PID.XXXX.tmp
+
+
+def test_an_interrupt_wrapped_by_library_code_is_still_the_interrupt():
+    # pydantic turns an exception raised while it builds a schema into a SchemaError; the signal
+    # handler noted the signal, so the command ends as the interrupt (one line, 143), not a traceback
+    import click
+    from click.testing import CliRunner
+
+    from calc.cli import interrupt
+    from calc.cli.base import RooflineGroup
+
+    @click.command()
+    def boom():
+        interrupt._received.append(signal.SIGTERM)  # what _raise_terminated notes before raising
+        raise RuntimeError("SchemaError: Error building serializer: Terminated")
+
+    try:
+        r = CliRunner().invoke(RooflineGroup(name="t", commands={"boom": boom}), ["boom"])
+        assert r.exit_code == interrupt.TERMINATED and r.stderr == "roofline: terminated\n"
+        interrupt._received.clear()
+        r = CliRunner().invoke(RooflineGroup(name="t", commands={"boom": click.command()(lambda: 1 / 0)}), ["boom"])
+        assert isinstance(r.exception, ZeroDivisionError)  # without a signal, a bug stays a bug
+    finally:
+        interrupt._received.clear()
