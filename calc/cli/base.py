@@ -11,7 +11,7 @@ import typer
 from typer._click import exceptions as click  # typer >= 0.26 vendors click: its exceptions live here
 from typer.core import TyperCommand, TyperGroup
 
-from calc.cli.interrupt import interrupted, received
+from calc.cli.interrupt import handled
 from calc.core import text as render
 from calc.core.errors import SpecError
 
@@ -96,14 +96,8 @@ class RooflineGroup(TyperGroup):
 
     def invoke(self, ctx):
         """A Ctrl-C inside a command says so (typer would turn it into a silent Exit(130))."""
-        try:
+        with handled():
             return super().invoke(ctx)
-        except KeyboardInterrupt as exc:
-            interrupted(exc)
-        except Exception:
-            if received() is not None:  # an interrupt that library code wrapped in its own error
-                interrupted()
-            raise
 
 
 app = typer.Typer(

@@ -4,18 +4,12 @@ never a traceback."""
 
 from __future__ import annotations
 
-from calc.cli.interrupt import catch_sigterm, interrupted, received
+from calc.cli.interrupt import catch_sigterm, handled
 
 
 def main() -> None:
     catch_sigterm()
-    try:
+    with handled():
         from calc.cli.app import main as app_main
 
         app_main()
-    except KeyboardInterrupt as exc:
-        interrupted(exc)
-    except Exception:
-        if received() is not None:  # an interrupt that library code wrapped in its own error
-            interrupted()
-        raise

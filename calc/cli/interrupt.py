@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from contextlib import contextmanager
 
 INTERRUPTED = 130  # 128 + SIGINT
 TERMINATED = 128 + signal.SIGTERM  # 143
@@ -59,3 +60,17 @@ def interrupted(exc: BaseException | None = None) -> None:
     except (OSError, ValueError):
         pass
     sys.exit(TERMINATED if term else INTERRUPTED)
+
+
+@contextmanager
+def handled():
+    """Run the block; an interrupt ends it as ``interrupted`` says, and so does any error raised
+    once a signal was noted (library code that wrapped the interrupt in its own error)."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        interrupted(exc)
+    except Exception:
+        if received() is not None:
+            interrupted()
+        raise
