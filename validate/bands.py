@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 
 from calc.accuracy.bands import Residual, build, coverage, held_out_check
-from calc.spec.bands import BandTable, gpu_family, precision_class
+from calc.spec.bands import BandTable, arch_of, gpu_family, precision_class
 from calc.spec.bands import Regime as _Regime
 from calc.spec.catalog import arch_of_name
 from calc.spec.hardware import HardwareSpec
@@ -23,8 +23,10 @@ from calc.spec.hardware import HardwareSpec
 FAMILY = {"prefill": "ttft", "decode": "decode"}
 
 
-def residuals(rows, hw: HardwareSpec) -> list[Residual]:
-    """The kernel profile's residuals on every timed held-out point."""
+def residuals(rows, hw: HardwareSpec, specs=()) -> list[Residual]:
+    """The kernel profile's residuals on every timed held-out point; ``specs``: the models as built
+    (a row names its reduced model, e.g. llama-3.2-1b@2L), else catalog names."""
+    arch = {s.name: arch_of(s) for s in specs}
     engine = hw.preset.name if hw.preset is not None else "default"
     out = []
     for r in rows:
@@ -33,16 +35,16 @@ def residuals(rows, hw: HardwareSpec) -> list[Residual]:
             continue
         d = r.point.dtype
         regime = _Regime(FAMILY[r.point.phase], "pass", engine, precision_class(d, d), gpu_family(hw.name),
-                         arch_of_name(r.model))
+                         arch[r.model] if r.model in arch else arch_of_name(r.model))
         out.append(Residual(f"{r.model}/{d}/{r.point.phase}/{r.point.batch}/{r.point.size}", r.model, regime,
                             math.log(p / m), False))
     return out
 
 
-def profile_bands(rows, hw: HardwareSpec) -> tuple[BandTable | None, dict]:
+def profile_bands(rows, hw: HardwareSpec, specs=()) -> tuple[BandTable | None, dict]:
     """The band table for the profile (None: too few points for even one group) and its coverage,
     checked leave-one-model-out (calc.accuracy.bands.coverage's dict)."""
-    res = residuals(rows, hw)
+    res = residuals(rows, hw, specs)
     table = build(res, source=f"roofline validate: held-out models {', '.join(sorted({r.source for r in res}))}")
     return (table if table.groups else None), coverage(held_out_check(res))
 

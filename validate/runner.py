@@ -292,7 +292,7 @@ def _bands(state: Run, out: Path, say) -> None:
 
     from .bands import profile_bands, write_with_bands
 
-    table, state.band_coverage = profile_bands(state.rows, state.kernel)
+    table, state.band_coverage = profile_bands(state.rows, state.kernel, state.specs)
     if table is None:
         state.notes.append(f"no prediction bands: {state.band_coverage['n']} timed points, fewer than the "
                            f"{MIN_ROWS} a group needs")

@@ -57,3 +57,15 @@ def test_estimate_with_the_profile_uses_its_own_bands(tmp_path):
     # TTFT: no prefill points, so the broadest group, all 30 decode points
     assert d["band"]["by_prediction"]["ttft_s"] == {"group": "all", "rows": 30}
     assert d["tpot_band_s"] == pytest.approx([d["tpot_s"] * math.exp(-0.269), d["tpot_s"] * math.exp(-0.021)])
+
+
+def test_rows_of_reduced_models_take_their_architecture_from_the_specs_built():
+    # a validation row names the model it built, at its layers (qwen3-30b-a3b@2L): not a catalog name
+    from validate.measurements import resolve_spec
+
+    spec = resolve_spec("qwen3-30b-a3b", 2)
+    rows = [Row(model=spec.name, layers=2, device="cpu", threads=2, point=Point("fp32", "decode", 1, 64 + j),
+                split="held-out", status="ok", measured_s=1e-3, predicted_calibrated_s=1e-3, predicted_default_s=1e-3)
+            for j in range(3)]
+    res = residuals(rows, load_hardware("cpu-generic-2core"), [spec])
+    assert spec.name == "qwen3-30b-a3b@2L" and {r.regime.arch for r in res} == {"moe"}
