@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from calc.core import text
 from calc.core.errors import SpecError
-from calc.core.units import GB
 from calc.serving.planner.disagg import DisaggTrial, KVLink, pick_link, simulate_disagg
 from calc.serving.planner.trial import GUESS_UTIL, cost_key
 from calc.serving.replica.capacity import Replica, steady_state, validate_split
@@ -77,7 +77,7 @@ def _candidates(wl, dt, T, G, prefix):
         per_pos = model.kv_bytes_per_token(dt.kv)
         raise SpecError(wl.path or "workload", "disaggregation.decode",
                         f"no decode pool can hold one request's KV: the longest request holds {longest:,} positions "
-                        f"({longest * per_pos / GB:.2f} GB); {', '.join(kv_short)} hold less")
+                        f"({text.nbytes(longest * per_pos)}); {', '.join(kv_short)} hold less")
     return prefills, decodes
 
 

@@ -31,7 +31,6 @@ import time
 from dataclasses import replace
 
 from calc.core.progress import Progress, silent
-from calc.core.units import GB
 from calc.cost.dtypes import Dtypes
 from calc.serving.effects.prefixeffect import prefix_effect
 from calc.serving.effects.speceffect import SpecEffect, spec_effect, spec_note
@@ -97,15 +96,7 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
                 base = Replica(model, hw, tp, max(batches), dt, serving, speculative=sp, pp=pp, ep=ep, nodes=nodes)
                 kv = base.kv
                 if not kv.fits:
-                    # no whole KV page: either weights + workspace exceed the usable memory, or what
-                    # is left is less than one page of block_size tokens
-                    room = (f"short by {-kv.kv_bytes / GB:.1f} GB" if kv.kv_bytes <= 0 else
-                            f"{kv.kv_bytes / GB:.1f} GB left, less than one KV page of {kv.block_size:,} tokens "
-                            f"({kv.page_bytes / GB:.1f} GB)")
-                    opt.reason = (f"does not fit: weights {kv.weights_bytes / GB:.1f} GB + workspace "
-                                  f"{kv.workspace_bytes / GB:.2f} GB per GPU leave no KV room in "
-                                  f"{kv.usable_bytes / GB:.1f} GB usable ({hw.memory_gb:g} GB x "
-                                  f"{kv.utilization:g}; {room})")
+                    opt.reason = f"does not fit: {kv.no_room(hw.memory_gb)}"
                     opt.kind = "fit"
                     options.append(opt)
                     continue

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from calc.core import text
 from calc.core.units import DTYPE_BYTES
 from calc.cost.dtypes import Dtypes
 from calc.cost.memory import activation_peak_bytes, kv_share_per_gpu
@@ -77,6 +78,15 @@ class KVBudget:
     @property
     def fits(self) -> bool:
         return self.pages > 0
+
+    def no_room(self, memory_gb: float) -> str:
+        """Why there is no whole KV page: weights + workspace exceed the usable memory, or what is
+        left is less than one page of block_size tokens (bytes as calc.core.text writes them)."""
+        b = text.nbytes
+        room = (f"short by {b(-self.kv_bytes)}" if self.kv_bytes <= 0 else
+                f"{b(self.kv_bytes)} left, less than one KV page of {self.block_size:,} tokens ({b(self.page_bytes)})")
+        return (f"weights {b(self.weights_bytes)} + workspace {b(self.workspace_bytes)} per GPU leave no KV room in "
+                f"{b(self.usable_bytes)} usable ({memory_gb:g} GB x {self.utilization:g}; {room})")
 
     def pages_for(self, positions) -> np.ndarray:
         """Pages a sequence of ``positions`` cached tokens holds: ceil(positions / block)."""
