@@ -21,7 +21,7 @@ import os
 import random
 
 import yaml
-from fuzz_schema import STRINGS, mutate_json_tree, mutate_spec
+from fuzz_schema import STRINGS, mutate_json_tree, mutate_spec, special_path
 
 WEB_ROUTES = ("estimate", "ops", "sweep", "explore", "show", "compare", "workload")
 GENTLE_BLOCKS = [
@@ -53,17 +53,9 @@ def awkward_path(rng: random.Random, files: dict, name: str) -> str:
     if r == 1:
         return "{tmp}/" + "/".join(["d"] * rng.choice([300, 2000])) + f"/{name}"
     if r == 2 and os.geteuid() == 0:
-        files[f"{name}.dev"] = "<chardev>"
-        return "{tmp}/" + f"{name}.dev"
-    if r == 3:
-        files[f"{name}.fifo"] = "<fifo>"
-        return "{tmp}/" + f"{name}.fifo"
-    if r == 4:
-        files[f"{name}.loop"] = "<loop>"
-        return "{tmp}/" + f"{name}.loop/x"
-    if r == 5:
-        files[f"{name}.file"] = b"old"
-        return "{tmp}/" + f"{name}.file/sub"
+        return special_path(files, name, "dev")
+    if 3 <= r <= 5:
+        return special_path(files, name, ("fifo", "loop", "file")[r - 3])
     if r == 6:
         return "{tmp}/" + "\u00e9" * 130  # 260 bytes in UTF-8
     return "/proc/version"  # a file the system owns

@@ -217,6 +217,19 @@ def dump_json(rng: random.Random, data) -> bytes:
     return body
 
 
+SPECIAL = {"dev": ("{name}.dev", "<chardev>", ""), "fifo": ("{name}.fifo", "<fifo>", ""),
+           "loop": ("{name}.loop", "<loop>", "/x"), "dir": ("{name}.dir", "<dir>", ""),
+           "file": ("{name}.file", b"old", "/sub")}  # kind -> (file made, its body, what the path adds)
+
+
+def special_path(files: dict, name: str, kind: str) -> str:
+    """A path at a special file Case.materialise creates: a device node, a FIFO, a symlink loop, a
+    folder, or a file where a folder belongs."""
+    made, body, tail = SPECIAL[kind]
+    files[made.format(name=name)] = body
+    return "{tmp}/" + made.format(name=name) + tail
+
+
 def odd_path(rng: random.Random, files: dict, name: str = "out") -> str:
     """An output path of an awkward kind; special files are created by Case.materialise."""
     r = rng.randrange(12)
@@ -225,20 +238,9 @@ def odd_path(rng: random.Random, files: dict, name: str = "out") -> str:
     if r == 1:
         return "{tmp}/" + "/".join(["d"] * rng.choice([50, 300, 2000])) + f"/{name}"
     if r == 2 and os.geteuid() == 0:
-        files[f"{name}.dev"] = "<chardev>"
-        return "{tmp}/" + f"{name}.dev"
-    if r == 3:
-        files[f"{name}.fifo"] = "<fifo>"
-        return "{tmp}/" + f"{name}.fifo"
-    if r == 4:
-        files[f"{name}.loop"] = "<loop>"
-        return "{tmp}/" + f"{name}.loop/x"
-    if r == 5:
-        files[f"{name}.dir"] = "<dir>"
-        return "{tmp}/" + f"{name}.dir"
-    if r == 6:
-        files[f"{name}.file"] = b"old"
-        return "{tmp}/" + f"{name}.file/sub"
+        return special_path(files, name, "dev")
+    if 3 <= r <= 6:
+        return special_path(files, name, ("fifo", "loop", "dir", "file")[r - 3])
     if r == 7:
         return "{tmp}/missing/parent/" + name
     if r == 8:
