@@ -126,12 +126,23 @@ class EngineSpec(SpecModel):
         return 0.0 if self.ideal else self.request_overhead_us * MICRO
 
 
-def read_presets(path: Path) -> dict[str, EngineSpec]:
-    """The presets of a file in engines.yaml's format (the catalog, or what `compare --fit` writes)."""
+def _bodies(path: Path) -> dict:
+    """A preset file's presets, unvalidated: name -> mapping."""
     data = read_yaml(path)
     if not isinstance(data, dict) or not data:
         raise SpecError(path, None, "no preset in the file (expected NAME: {description: ..., ...})")
-    return {name: build(EngineSpec, {"name": name, **body}, f"{path}: {name}") for name, body in data.items()}
+    return data
+
+
+def _preset(path: Path, name: str, body) -> EngineSpec:
+    if not isinstance(body, dict):
+        raise SpecError(path, str(name), "expected a mapping of preset fields (description: ..., ...)")
+    return build(EngineSpec, {"name": name, **body}, f"{path}: {name}")
+
+
+def read_presets(path: Path) -> dict[str, EngineSpec]:
+    """The presets of a file in engines.yaml's format (the catalog, or what `compare --fit` writes)."""
+    return {name: _preset(path, name, body) for name, body in _bodies(path).items()}
 
 
 def engine_arg_names() -> dict[str, set[str]]:
@@ -140,9 +151,24 @@ def engine_arg_names() -> dict[str, set[str]]:
 
 
 @lru_cache(maxsize=4)
+def _catalog_bodies(path: Path) -> dict:
+    return _bodies(path)
+
+
+@lru_cache(maxsize=64)
+def _catalog_preset(path: Path, name: str) -> EngineSpec:
+    """One catalog preset, validated once: a command validates the presets it uses, not all."""
+    return _preset(path, name, _catalog_bodies(path)[name])
+
+
 def engines(path: Path = ENGINES_FILE) -> dict[str, EngineSpec]:
     """All presets, by name."""
-    return read_presets(path)
+    return {name: _catalog_preset(path, name) for name in _catalog_bodies(path)}
+
+
+def engine_names(path: Path = ENGINES_FILE) -> tuple[str, ...]:
+    """The catalog's preset names, none validated."""
+    return tuple(_catalog_bodies(path))
 
 
 PRESET_SUFFIXES = (".yaml", ".yml")
@@ -167,12 +193,12 @@ def load_engine(ref: str, where: str = "--engine") -> EngineSpec:
             raise SpecError(where, None, f"no preset {name!r} in {path} (it has {', '.join(presets)})"
                                          f"{suggest(name, presets, cutoff=0.4)}")
         return presets[name] if name else next(iter(presets.values()))
-    presets = engines()
-    if ref not in presets:
-        hint = suggest(ref, presets, cutoff=0.4)
-        raise SpecError(where, None, f"unknown engine {ref!r} (known: {', '.join(presets)}; or a preset "
+    names = engine_names()
+    if ref not in names:
+        hint = suggest(ref, names, cutoff=0.4)
+        raise SpecError(where, None, f"unknown engine {ref!r} (known: {', '.join(names)}; or a preset "
                                      f"file, as `compare --fit` writes){hint}")
-    return presets[ref]
+    return _catalog_preset(ENGINES_FILE, ref)
 
 
 def load_preset(ref: str) -> EngineSpec:

@@ -118,7 +118,8 @@ def test_cost_reads_no_files_when_it_runs(monkeypatch):
 
     model, moe = load_model("llama-3.1-8b"), load_model("mixtral-8x7b")
     hws = [load_hardware(h).with_engine(e) for h, e in (("h100-sxm", "vllm"), ("l4", None), ("a100-80gb-sxm", "hf"))]
-    engine.engines.cache_clear()
+    engine._catalog_bodies.cache_clear()
+    engine._catalog_preset.cache_clear()
 
     def refused(*args, **kwargs):
         raise AssertionError(f"cost read a file: {args[:1]}")
