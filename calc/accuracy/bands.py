@@ -3,8 +3,10 @@
 The residuals are those of the leave-one-source-out scoring (calc.accuracy.fit.loso): each
 row predicted with parameters fitted without its publisher. ``build`` turns residuals into
 a calc.spec.bands.BandTable: for every group of every residual's regime (calc.spec.bands,
-"all" to family/load/engine/precision/gpu), the QUANTILES of the group's residuals, kept
-when the group has at least MIN_ROWS of them.
+"all" to family/arch/load/engine/precision/gpu), the QUANTILES of the group's residuals, each
+source's rows weighing 1 in all, kept when the group has at least MIN_ROWS of them (and, for
+the published bands, MIN_SOURCES publishers); with ``calibrate``, the factors that widen the
+bands to cover COVERAGE of rows held out by source (``widening``).
 
 Quantiles are Hyndman and Fan's type 6 (numpy's method="weibull"): the k-th smallest of n
 residuals sits at probability k / (n + 1), the expected share of a new draw below it. A band
@@ -14,7 +16,7 @@ probability 0.8 on average, where the interpolation numpy uses by default (type 
 
 Coverage is measured, not assumed (``held_out_check``): the rows of each publisher S are
 checked against bands built from the other publishers' residuals alone, so no band is
-scored on rows it was built from. (The other publishers' residuals come from folds whose
+scored on rows it was built from, and no widening calibrated on them. (The other publishers' residuals come from folds whose
 fit saw S's rows: the fit moves a handful of preset fields, so that much of S reaches the
 band's centre; a band's rows never include S's.)
 """
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +37,7 @@ from calc.spec.bands import (
     COVERAGE,
     KEYS,
     MIN_ROWS,
+    MIN_SOURCES,
     QUANTILES,
     Band,
     BandTable,
@@ -52,7 +55,12 @@ TARGET_OVERALL = (0.75, 0.85)  # issue 22: the 80% band's held-out coverage, ove
 TARGET_REGIME = (0.65, 0.95)  # ... and in every regime of at least TARGET_REGIME_ROWS rows
 TARGET_REGIME_ROWS = 20
 TARGET_HALF_WIDTH = 0.25  # median half-width for per-pass metrics (TTFT, decode)
-PER_PASS = ("ttft", "decode")
+PER_PASS = ("ttft", "decode")  # per-pass metrics: these families at load "pass" (a fixed batch, no queue)
+
+
+def per_pass(r: Residual) -> bool:
+    """Whether a residual is of a per-pass prediction (what `estimate` answers), not one under load."""
+    return r.regime.family in PER_PASS and r.regime.load == "pass"
 
 
 @dataclass(frozen=True)
@@ -128,8 +136,25 @@ def quantile(values, q: float) -> float:
     return float(np.quantile(np.asarray(values, dtype=float), q, method="weibull"))
 
 
-def build(res: Iterable[Residual], min_rows: int = MIN_ROWS, source: str = "") -> BandTable:
-    """Every group of every residual's regime with at least ``min_rows`` residuals, as a band."""
+def weighted_quantile(values, weights, q: float) -> float:
+    """Type 6 with weights: the k-th smallest at C_k / (W + W / n) (C_k: the weights up to and
+    including it, W: all of them), linear between, clamped at the ends; equal weights give
+    ``quantile``'s k / (n + 1)."""
+    x, w = np.asarray(values, dtype=float), np.asarray(weights, dtype=float)
+    order = np.argsort(x, kind="stable")
+    x, w = x[order], w[order]
+    at = np.cumsum(w) / (w.sum() * (1 + 1 / len(w)))
+    return float(np.interp(q, at, x))
+
+
+def source_weights(res) -> list[float]:
+    """Each residual's weight when every source's rows weigh 1 in all: a band then describes a
+    new source's rows, not the largest publisher's."""
+    n = Counter(r.source for r in res)
+    return [1 / n[r.source] for r in res]
+
+
+def _groups(res, min_rows: int, min_sources: int) -> dict[str, Band]:
     by_group: dict[str, list[Residual]] = defaultdict(list)
     for r in res:
         for g in r.regime.groups():
@@ -138,11 +163,50 @@ def build(res: Iterable[Residual], min_rows: int = MIN_ROWS, source: str = "") -
     groups = {}
     for g in sorted(by_group):
         rs = by_group[g]
-        if len(rs) >= min_rows:
-            x = [r.log_ratio for r in rs]
-            groups[g] = Band(rows=len(rs), log_lo=quantile(x, lo_q), log_hi=quantile(x, hi_q),
-                             sources=len({r.source for r in rs}))
-    return BandTable(coverage=COVERAGE, quantiles=QUANTILES, min_rows=min_rows, source=source, groups=groups)
+        sources = len({r.source for r in rs})
+        if len(rs) >= min_rows and sources >= min_sources:
+            x, w = [r.log_ratio for r in rs], source_weights(rs)
+            groups[g] = Band(rows=len(rs), log_lo=weighted_quantile(x, w, lo_q),
+                             log_hi=weighted_quantile(x, w, hi_q), sources=sources)
+    return groups
+
+
+def widening(res, min_rows: int = MIN_ROWS, min_sources: int = MIN_SOURCES) -> dict[str, float]:
+    """The factor on each band's log half-width, by Regime.scale_key, that makes the bands cover
+    COVERAGE of rows held out by source. Each source's rows are set against the bands of the
+    other sources' residuals (an inner leave-one-source-out over ``res`` alone); a row needs
+    the factor |r - centre| / half-width to fall inside, and a key's factor is the COVERAGE
+    quantile of its rows' needs, source-weighted. A key with fewer than ``min_rows`` such rows
+    or ``min_sources`` sources takes the factor of all rows ("all")."""
+    need: list[tuple[Residual, float]] = []
+    for s in sorted({r.source for r in res}):
+        groups = _groups([r for r in res if r.source != s], min_rows, min_sources)
+        table = BandTable(groups=groups)
+        for r in res:
+            found = table.lookup(r.regime) if r.source == s else None
+            if found is not None:
+                mid, half = (found.band.log_lo + found.band.log_hi) / 2, (found.band.log_hi - found.band.log_lo) / 2
+                need.append((r, abs(r.log_ratio - mid) / max(half, 1e-12)))
+    by_key: dict[str, list[tuple[Residual, float]]] = defaultdict(list)
+    for r, x in need:
+        by_key[r.regime.scale_key].append((r, x))
+    by_key["all"] = need
+    out = {}
+    for key, pairs in sorted(by_key.items()):
+        if len(pairs) >= min_rows and len({r.source for r, _ in pairs}) >= min_sources:
+            out[key] = weighted_quantile([x for _, x in pairs], source_weights([r for r, _ in pairs]), COVERAGE)
+    return out
+
+
+def build(res: Iterable[Residual], min_rows: int = MIN_ROWS, source: str = "", min_sources: int = 1,
+          calibrate: bool = False) -> BandTable:
+    """Every group of every residual's regime with at least ``min_rows`` residuals from at least
+    ``min_sources`` sources, as a band of its source-weighted QUANTILES; ``calibrate``: with the
+    widening that makes them cover COVERAGE of rows held out by source (``widening``)."""
+    res = list(res)
+    widen = widening(res, min_rows, min_sources) if calibrate else {}
+    return BandTable(coverage=COVERAGE, quantiles=QUANTILES, min_rows=min_rows, min_sources=min_sources,
+                     source=source, groups=_groups(res, min_rows, min_sources), widen=widen)
 
 
 @dataclass(frozen=True)
@@ -162,11 +226,13 @@ class Check:
         return self.found.band.half_width(self.residual.rate) if self.found else math.nan
 
 
-def held_out_check(res: list[Residual], min_rows: int = MIN_ROWS) -> list[Check]:
-    """Each source's rows checked against bands built from every other source's residuals."""
+def held_out_check(res: list[Residual], min_rows: int = MIN_ROWS, min_sources: int = 1,
+                   calibrate: bool = False) -> list[Check]:
+    """Each source's rows checked against bands built from every other source's residuals (their
+    widening calibrated on those sources alone)."""
     out = []
     for s in sorted({r.source for r in res}):
-        table = build([r for r in res if r.source != s], min_rows)
+        table = build([r for r in res if r.source != s], min_rows, min_sources=min_sources, calibrate=calibrate)
         out += [Check(r, table.lookup(r.regime)) for r in res if r.source == s]
     return out
 
@@ -191,10 +257,9 @@ def per_group(checks: list[Check], key: Callable[[Check], str]) -> dict[str, dic
     return {g: coverage(v) for g, v in sorted(groups.items())}
 
 
-def shipped_half_width(table: BandTable, res: list[Residual], families=PER_PASS) -> float:
-    """Median half-width of the shipped bands over the rows of ``families``."""
-    w = [f.band.half_width(r.rate) for r in res if r.regime.family in families
-         for f in [table.lookup(r.regime)] if f is not None]
+def shipped_half_width(table: BandTable, res: list[Residual], keep: Callable[[Residual], bool] = per_pass) -> float:
+    """Median half-width of the shipped bands over the rows ``keep`` selects (per-pass ones)."""
+    w = [f.band.half_width(r.rate) for r in res if keep(r) for f in [table.lookup(r.regime)] if f is not None]
     return float(np.median(w)) if w else math.nan
 
 

@@ -17,9 +17,12 @@ Bands are grouped by regime, from the broadest group to the most specific:
 
 (family: ttft, decode, e2e, throughput; load: LOAD_LEVELS; engine: the preset's name;
 precision: precision_class; gpu: GPU_FAMILY). A group is stored only when it rests on at
-least MIN_ROWS residuals; a lookup takes the most specific stored group of the regime,
-so a regime with too few rows falls back to the next broader one, and the band says
-which group and how many rows it came from. The published bands ship as
+least MIN_ROWS residuals (the published bands: from at least MIN_SOURCES publishers); a
+lookup takes the most specific stored group of the regime, so a regime with too few rows
+falls back to the next broader one, and the band says which group and how many rows it
+came from. The lookup widens the band's log half-width by the table's factor for the
+regime's scale key (family at a fixed batch or under load), calibrated so that bands cover
+their 80% of rows held out by source. The published bands ship as
 calc/data/bands.yaml; a calibrated local profile carries its own (``bands:``), from its
 held-out validation (`roofline validate`).
 """
@@ -29,6 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 from pydantic import Field
@@ -39,6 +43,9 @@ BANDS_FILE = Path(__file__).resolve().parents[1] / "data" / "bands.yaml"
 QUANTILES = (0.1, 0.9)  # the 80% band
 COVERAGE = QUANTILES[1] - QUANTILES[0]
 MIN_ROWS = 20  # residuals a group needs to be stored: each 10% tail then rests on >= 2 rows
+# Publishers the published bands' groups need: a band is for a source not yet seen, and one
+# publisher's rows share its setup (a band from them alone is as narrow as that setup's scatter).
+MIN_SOURCES = 3
 KEYS = ("family", "arch", "load", "engine", "precision", "gpu")  # the regime, broadest key first
 FAMILIES = ("ttft", "decode", "e2e", "throughput")
 # Load levels: a fixed batch with no queue (one pass after another, as `estimate` models),
@@ -118,6 +125,11 @@ class Regime:
         parts = [getattr(self, k) for k in KEYS]
         return ["/".join(parts[:k]) for k in range(len(parts), 0, -1)] + ["all"]
 
+    @property
+    def scale_key(self) -> str:
+        """The key of the band's widening: its family, at a fixed batch ("pass") or under load."""
+        return f"{self.family}/{'pass' if self.load == 'pass' else 'load'}"
+
 
 class Band(SpecModel):
     """The residual quantiles of one group: log(predicted / measured time) at QUANTILES."""
@@ -139,6 +151,13 @@ class Band(SpecModel):
         lo, hi = self.interval(1.0, rate)
         return float(hi - lo) / 2
 
+    def widened(self, factor: float) -> Band:
+        """The band with its half-width (in log space, about its centre) times ``factor``."""
+        if factor == 1.0:
+            return self
+        mid, half = (self.log_lo + self.log_hi) / 2, (self.log_hi - self.log_lo) / 2 * factor
+        return self.model_copy(update={"log_lo": mid - half, "log_hi": mid + half})
+
 
 @dataclass(frozen=True)
 class Found:
@@ -157,14 +176,20 @@ class BandTable(SpecModel):
     coverage: float = Field(default=COVERAGE, gt=0, lt=1)
     quantiles: tuple[float, float] = QUANTILES
     min_rows: int = Field(default=MIN_ROWS, ge=1)
+    min_sources: int = Field(default=1, ge=1)
     source: str = ""
     groups: dict[str, Band] = Field(default_factory=dict)
+    # Factors on each band's log half-width by Regime.scale_key ("all": any other key), calibrated
+    # so that bands cover COVERAGE of rows held out by source (calc.accuracy.bands.widening).
+    widen: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
 
     def lookup(self, regime: Regime) -> Found | None:
-        """The most specific stored group of the regime (None: not even "all" is stored)."""
+        """The most specific stored group of the regime, widened for its scale key (None: not even
+        "all" is stored)."""
         for g in regime.groups():
             if g in self.groups:
-                return Found(g, self.groups[g])
+                factor = self.widen.get(regime.scale_key, self.widen.get("all", 1.0))
+                return Found(g, self.groups[g].widened(factor))
         return None
 
 

@@ -5,7 +5,17 @@ import math
 import numpy as np
 import pytest
 
-from calc.accuracy.bands import Residual, build, coverage, held_out_check, per_group, quantile, residual
+from calc.accuracy.bands import (
+    Residual,
+    build,
+    coverage,
+    held_out_check,
+    per_group,
+    quantile,
+    residual,
+    source_weights,
+    weighted_quantile,
+)
 from calc.accuracy.rows import Row
 from calc.spec.bands import Regime
 
@@ -111,3 +121,56 @@ def test_a_bad_bands_out_fails_before_the_fit(tmp_path):
 
     r = CliRunner().invoke(app, ["accuracy", "--bands-out", str(tmp_path / "no" / "b.yaml"), "--out", str(tmp_path)])
     assert r.exit_code == 2 and "--bands-out" in r.output and "does not exist" in r.output
+
+
+def test_weighted_quantile_by_hand():
+    # Equal weights are type 6: the k-th smallest at k / (n + 1).
+    x = [0.3, 0.1, 0.2, 0.4]
+    assert weighted_quantile(x, [1, 1, 1, 1], 0.4) == pytest.approx(quantile(x, 0.4))
+    # Weights 3, 1 on 0.0, 1.0: W = 4, n = 2, positions C_k / (W + W / n) = 3 / 6 and 4 / 6.
+    # q = 0.6 lies (0.6 - 0.5) / (1 / 6) = 0.6 of the way: 0.6; below 0.5 the smallest, above 4/6 the largest.
+    assert weighted_quantile([1.0, 0.0], [1, 3], 0.6) == pytest.approx(0.6)
+    assert weighted_quantile([1.0, 0.0], [1, 3], 0.1) == 0.0 and weighted_quantile([1.0, 0.0], [1, 3], 0.9) == 1.0
+
+
+def test_each_source_weighs_one_in_a_band():
+    # A: 30 rows at 0.0; B: 10 rows at 1.0. Row-weighted, 3 of 4 rows are 0 and the 90% point is 1.0;
+    # source-weighted, each source weighs 1/2: positions C_k / (W + W / n) with W = 2, n = 40 run
+    # 1/30 / 2.05 ... 1 / 2.05 = 0.488 for A's rows, so the 10% point is 0.0 and the 90% point 1.0.
+    # At the 40% point both agree on 0.0; at 0.6, row-weighted is 0.0, source-weighted 1.0
+    # (B's first row sits at (1 + 0.1) / 2.05 = 0.537 < 0.6).
+    res = [_res(0.0, "A", rid=f"a{k}") for k in range(30)] + [_res(1.0, "B", rid=f"b{k}") for k in range(10)]
+    w = source_weights(res)
+    assert sum(w[:30]) == pytest.approx(1.0) and sum(w[30:]) == pytest.approx(1.0)
+    x = [r.log_ratio for r in res]
+    assert quantile(x, 0.6) == 0.0 and weighted_quantile(x, w, 0.6) == 1.0
+
+
+def test_a_group_needs_its_sources():
+    res = [_res(k / 100, "A", rid=f"a{k}") for k in range(20)] + [_res(k / 100, "B", rid=f"b{k}") for k in range(20)]
+    assert "decode/dense/pass/trtllm/fp8/hopper" in build(res, min_rows=20, min_sources=2).groups
+    assert build(res, min_rows=20, min_sources=3).groups == {}  # two publishers only
+
+
+def test_widening_is_calibrated_on_held_out_sources_by_hand():
+    # Three sources of 20 rows each, offsets 0, 1, 2 plus 0.01 .. 0.20 within. Held out, source 0's
+    # rows meet the band of sources 1 and 2 (the type-6 10% / 90% points of their 40 rows, equal
+    # weights as both have 20): a row r needs |r - centre| / half-width to fall inside, and the
+    # factor is the 80% point of the 60 needs (equal weights again).
+    res = [_res(s + k / 100, f"S{s}", rid=f"{s}-{k}") for s in range(3) for k in range(1, 21)]
+    table = build(res, min_rows=20, min_sources=2, calibrate=True)
+    needs = []
+    for s in range(3):
+        others = [r for r in res if r.source != f"S{s}"]
+        x = [r.log_ratio for r in others]
+        lo, hi = weighted_quantile(x, [1] * 40, 0.1), weighted_quantile(x, [1] * 40, 0.9)
+        needs += [abs(s + k / 100 - (lo + hi) / 2) / ((hi - lo) / 2) for k in range(1, 21)]
+    expected = weighted_quantile(needs, [1] * 60, 0.8)
+    assert table.widen["decode/pass"] == pytest.approx(expected) and table.widen["all"] == pytest.approx(expected)
+    # The lookup widens about the centre; the stored band stays as built.
+    stored, found = table.groups["decode/dense/pass/trtllm/fp8/hopper"], table.lookup(DECODE).band
+    mid, half = (stored.log_lo + stored.log_hi) / 2, (stored.log_hi - stored.log_lo) / 2
+    assert (found.log_lo, found.log_hi) == (pytest.approx(mid - expected * half), pytest.approx(mid + expected * half))
+    # Held out, every source meets bands widened from the other two alone: source 0's widening comes from 1 and 2.
+    checks = held_out_check(res, min_rows=20, min_sources=2, calibrate=True)
+    assert len(checks) == 60 and all(c.found is not None for c in checks)
