@@ -254,6 +254,20 @@ def _deepseek(c: _Cfg) -> dict:
     return {**_base(c, tie=False), "attention": att, "mlp": _gated_mlp(c, c.get("hidden_act", "silu")), "moe": moe}
 
 
+def _gpt_oss(c: _Cfg) -> dict:
+    """gpt-oss: every MLP is biased SwiGLU experts behind a biased router, attention with biases and
+    one sink logit per query head, layers alternating a sliding window (even layers, transformers'
+    GptOssConfig default) with full attention."""
+    c.need(*_DECODER, "num_key_value_heads", "num_local_experts", "num_experts_per_tok", "sliding_window")
+    flags = _layer_types(c) or [i % 2 == 0 for i in range(c["num_hidden_layers"])]
+    bias = bool(c.get("attention_bias", True))
+    att = {**_attention(c, qkv_bias=bias, o_bias=bias, sinks=True), **_window(c["sliding_window"], flags)}
+    moe = _moe(c, experts="num_local_experts", intermediate="intermediate_size", num_shared_experts=0,
+               router_bias=True)
+    return {**_base(c, tie=False), "attention": att,
+            "mlp": {**_gated_mlp(c, c.get("hidden_act", "silu")), "bias": True}, "moe": moe}
+
+
 def _gpt2(c: _Cfg) -> dict:
     c.need("n_embd", "n_layer", "n_head", "n_positions", "vocab_size")
     H = c["n_embd"]
@@ -290,6 +304,7 @@ ARCHITECTURES: dict[str, Callable[[_Cfg], dict]] = {
     "Gemma3ForConditionalGeneration": _gemma3,  # the text model in text_config
     "DeepseekV2ForCausalLM": _deepseek,
     "DeepseekV3ForCausalLM": _deepseek,
+    "GptOssForCausalLM": _gpt_oss,
     "GPT2LMHeadModel": _gpt2,
     "GPTNeoXForCausalLM": _gpt_neox,
 }
@@ -335,13 +350,19 @@ def spec_from_hf_config(config: dict, path: str, name: str | None = None) -> Mod
     c = _Cfg(dict(text if text is not None else config), path, arch, "text_config." if text is not None else "")
     fields = ARCHITECTURES[arch](c)
     dtype = _dtype(c, config)
-    weight_dtype = None
+    weight_dtype, quantized = None, None
     if isinstance(config.get("quantization_config"), dict):
         q = config["quantization_config"]
         method = q.get("quant_method", "?")
         if method == "fp8":  # e4m3 linear weights (DeepSeek-V3/R1): the default weight dtype
             weight_dtype = "fp8"
             c.notes.append("weights ship fp8 (quantization_config), the default weight dtype")
+        elif method == "mxfp4" and "moe" in fields:  # gpt-oss: the experts in MXFP4, the rest as dtype
+            weight_dtype = "mxfp4"
+            kept = q.get("modules_to_not_convert") or []
+            quantized = "experts" if any(str(m).endswith("self_attn") for m in kept) else "linear"
+            c.notes.append(f"the {'experts' if quantized == 'experts' else 'linear layers'} ship MXFP4 "
+                           "(quantization_config), the default weight dtype")
         else:
             c.notes.append(f"weights ship quantized ({method}, see quantization_config)")
     note = "; ".join(c.notes)
@@ -352,6 +373,7 @@ def spec_from_hf_config(config: dict, path: str, name: str | None = None) -> Mod
         "sources": {"cfg": str(path)},
         "dtype": dtype,
         **({"weight_dtype": weight_dtype} if weight_dtype else {}),
+        **({"quantized": quantized} if quantized else {}),
         **fields,
     }
     try:

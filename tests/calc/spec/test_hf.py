@@ -220,7 +220,7 @@ def test_every_supported_architecture_has_a_mapping():
         "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen2MoeForCausalLM",
         "Qwen3MoeForCausalLM", "MixtralForCausalLM", "GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
         "Gemma3ForConditionalGeneration", "Phi3ForCausalLM", "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM",
-        "GPT2LMHeadModel", "GPTNeoXForCausalLM",
+        "GPT2LMHeadModel", "GPTNeoXForCausalLM", "GptOssForCausalLM",
     }
 
 
@@ -229,3 +229,21 @@ def test_catalog_loads_a_config_folder():
 
     spec = load_model(str(FIXTURES / "mistral-7b"))
     assert spec.name == "mistral-7b" and spec.attention.sliding_window == 4096
+
+
+def test_gpt_oss_maps_sinks_windows_and_mxfp4_experts():
+    hf, cat = from_hf("gpt-oss-20b"), from_yaml("gpt-oss-20b")
+    # 20,914,757,184 parameters is derived by hand from the same config in tests/calc/cost/test_gpt_oss.py
+    assert hf.params_total == cat.params_total == 20_914_757_184
+    assert hf.weight_bytes() == cat.weight_bytes()  # MXFP4 experts, the rest bf16
+    assert (hf.default_weight_dtype, hf.quantized) == ("mxfp4", "experts")
+    a = hf.attention
+    assert a.sinks and a.qkv_bias and a.o_bias and a.sliding_window == 128 and tuple(a.sliding_pattern) == (True, False)
+    assert hf.moe.router_bias and hf.mlp.bias and hf.moe.num_shared_experts == 0
+    # without layer_types the even layers slide (transformers' GptOssConfig default)
+    cfg = {k: v for k, v in config("gpt-oss-20b").items() if k != "layer_types"}
+    assert tuple(from_hf("gpt-oss-20b", cfg).attention.sliding_pattern) == (True, False)
+    # MXFP4 on every linear layer (nothing kept out) quantises them all
+    cfg = copy.deepcopy(config("gpt-oss-20b"))
+    cfg["quantization_config"]["modules_to_not_convert"] = []
+    assert from_hf("gpt-oss-20b", cfg).quantized == "linear"
