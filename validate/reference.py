@@ -1,7 +1,7 @@
 """A small torch decoder built from any ModelSpec, with random weights (nothing is downloaded).
 
 gpt-fast's shape: modules for embedding, norms, attention (MHA/GQA/MQA through
-``scaled_dot_product_attention``, or DeepSeek MLA), dense or MoE MLP, and an
+``scaled_dot_product_attention``, explicit with gpt-oss's sinks, or DeepSeek MLA), dense or MoE MLP, and an
 lm_head applied to the last position only; a preallocated static KV cache
 (validate/passes.py) written in place; explicit positions; separate
 ``prefill(tokens)`` and ``decode_step(token, pos)``.
@@ -60,11 +60,26 @@ def apply_rope(x, cos, sin):
 
 
 class AttentionCore(nn.Module):
-    """softmax(q k^T * scale [+ mask]) v; the only place attention FLOPs happen."""
+    """softmax(q k^T * scale [+ mask]) v; the only place attention FLOPs happen. With ``sinks``
+    (gpt-oss: one learned logit per query head) each query's softmax also holds its head's sink,
+    which takes a share of the probability and adds no value: the scores are then explicit
+    matmuls, the same 4 B Hq n m D FLOPs that SDPA counts."""
 
-    def forward(self, q, k, v, mask=None, causal=False, scale=None):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None,
-                                              scale=scale, enable_gqa=k.shape[1] != q.shape[1])
+    def forward(self, q, k, v, mask=None, causal=False, scale=None, sinks=None):
+        if sinks is None:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None,
+                                                  scale=scale, enable_gqa=k.shape[1] != q.shape[1])
+        group = q.shape[1] // k.shape[1]
+        if group > 1:
+            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        s = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5 if scale is None else scale)
+        n, m = s.shape[-2:]
+        if mask is None and causal:
+            mask = torch.ones(n, m, dtype=torch.bool, device=q.device).tril(m - n)
+        if mask is not None:
+            s = s.masked_fill(~mask, float("-inf"))
+        s = torch.cat([s, sinks.to(s.dtype).view(1, -1, 1, 1).expand(*s.shape[:-1], 1)], dim=-1)
+        return s.float().softmax(dim=-1)[..., :-1].to(v.dtype) @ v
 
 
 def window_mask(n: int, window: int, device) -> torch.Tensor:
@@ -91,6 +106,7 @@ class Attention(nn.Module):
         self.q_norm = make_norm(spec.norm, self.D) if a.qk_norm else nn.Identity()
         self.k_norm = make_norm(spec.norm, self.D) if a.qk_norm else nn.Identity()
         self.core = AttentionCore()
+        self.sinks = nn.Parameter(torch.empty(self.Hq)) if a.sinks else None
         self.o_proj = nn.Linear(self.Hq * self.D, H, bias=a.o_bias)
 
     def forward(self, x, pos, end: int, cos, sin, cache: KVCache, layer: int):
@@ -107,10 +123,10 @@ class Attention(nn.Module):
         cache.write(layer, end - n, k, v)
         if n > 1:  # prefill: attend over the fresh keys, causal (and windowed)
             mask = window_mask(n, self.window, x.device) if self.window and self.window < n else None
-            out = self.core(q, k, v, mask=mask, causal=True)
+            out = self.core(q, k, v, mask=mask, causal=True, sinks=self.sinks)
         else:  # decode: every held slot is visible (min(S + 1, W) of them)
             keys, values = cache.visible(layer, end)
-            out = self.core(q, keys, values)
+            out = self.core(q, keys, values, sinks=self.sinks)
         return self.o_proj(out.transpose(1, 2).reshape(B, n, self.Hq * self.D))
 
 

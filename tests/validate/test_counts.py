@@ -31,9 +31,15 @@ MHA_PLAIN = spec(norm="layernorm", position_embedding="learned", tie_embeddings=
                  attention=dict(num_heads=4, num_kv_heads=4, head_dim=16, qkv_bias=True, o_bias=True,
                                 fused_qkv=True, qk_norm=True),
                  mlp=dict(kind="plain", intermediate_size=128, bias=True, activation="gelu_pytorch_tanh"))
+# gpt-oss's layout: attention sinks, q/k/v/o biases, alternating windows, biased experts and router
+SINKS = spec(num_layers=2, attention=dict(num_heads=4, num_kv_heads=2, head_dim=16, qkv_bias=True, o_bias=True,
+                                          sinks=True, sliding_window=8, sliding_pattern=(True, False)),
+             mlp=dict(kind="gated", intermediate_size=32, bias=True),
+             moe=dict(num_experts=4, experts_per_token=2, expert_intermediate_size=32, router_bias=True))
 
 
-@pytest.mark.parametrize("model", [GQA, MOE, MLA, SLIDING, MHA_PLAIN], ids=["gqa", "moe", "mla", "sliding", "mha"])
+@pytest.mark.parametrize("model", [GQA, MOE, MLA, SLIDING, MHA_PLAIN, SINKS],
+                         ids=["gqa", "moe", "mla", "sliding", "mha", "sinks"])
 def test_flops_and_kv_match_exactly(model):
     rep = check_counts(model, "fp32", batch=2, prompt_len=20, decode_steps=2)
     assert rep.ok, "\n".join(rep.lines())
