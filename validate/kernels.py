@@ -123,7 +123,8 @@ def matmul_table(dtype, axes, device, timed, prov) -> KernelTable:
             weights.clear()  # one shape's weights at a time: the largest are hundreds of MB
             one = c["K"] * c["N"] * TORCH_DTYPES[dtype].itemsize
             n = 1 if device.startswith("cuda") else max(1, min(64, -(-ROTATE_BYTES // one)))
-            weights[key] = [torch.randn(c["N"], c["K"], dtype=dt, device=device) for _ in range(n)]
+            first = torch.randn(c["N"], c["K"], dtype=dt, device=device)
+            weights[key] = [first] + [first.clone() for _ in range(n - 1)]  # copies: memory, not values, matters
         ws = weights[key]
         x = torch.randn(c["M"], c["K"], dtype=dt, device=device)
         turn = iter(range(1 << 62))

@@ -314,13 +314,21 @@ class Decoder(nn.Module):
         return self(token, pos)
 
 
+RANDOM_BLOCK = 1_000_003  # N(0, 1) draws shared by every weight (prime: rows of any width start apart)
+
+
 def build_decoder(spec: ModelSpec, max_len: int, dtype: str = "fp32", device: str = "cpu",
                   seed: int = 0) -> Decoder:
-    """Random weights (std 1/sqrt(fan_in)), allocated straight at ``dtype`` on ``device``."""
-    torch.manual_seed(seed)
+    """Random weights (std 1/sqrt(fan_in)), allocated straight at ``dtype`` on ``device``. The values
+    come from one block of RANDOM_BLOCK normal draws, each weight tiled from it starting at a random
+    offset: a pass's time does not depend on fresh draws per weight, and drawing a billion normals
+    per model was most of a quick validation's model builds on a CPU."""
+    gen = torch.Generator().manual_seed(seed)
     with torch.device("meta"):
         model = Decoder(spec, max_len)
-    model = model.to_empty(device=device).to(TORCH_DTYPES[dtype])
+    model = model.to(TORCH_DTYPES[dtype]).to_empty(device=device)  # allocated once, at the dtype
+    draws = torch.randn(RANDOM_BLOCK, generator=gen)
+    blocks = {}  # by fan-in: the draws scaled, twice over (any RANDOM_BLOCK-long run from the first half)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("bias"):
@@ -328,7 +336,14 @@ def build_decoder(spec: ModelSpec, max_len: int, dtype: str = "fp32", device: st
             elif p.ndim == 1:
                 p.fill_(1.0)
             else:
-                p.normal_(0.0, p.shape[-1] ** -0.5)
+                fan_in = p.shape[-1]
+                if fan_in not in blocks:
+                    blocks[fan_in] = (draws * fan_in ** -0.5).repeat(2).to(device=device, dtype=p.dtype)
+                block, flat = blocks[fan_in], p.view(-1)
+                for at in range(0, flat.numel(), RANDOM_BLOCK):
+                    n = min(RANDOM_BLOCK, flat.numel() - at)
+                    start = int(torch.randint(RANDOM_BLOCK, (1,), generator=gen))
+                    flat[at:at + n].copy_(block[start:start + n])
     return model.eval().requires_grad_(False)
 
 
