@@ -138,7 +138,7 @@ def validate_cmd(
     for line in summary_lines(res):
         typer.echo(line)
     typer.echo(f"wrote {out / 'measurements.csv'}, {out / 'calibrated.yaml'}, "
-               + ", ".join(str(p) for p in written) + f" in {res.wall_s:.0f} s")
+               + ", ".join(str(p) for p in written) + f" in {res.wall_s:.0f} s ({res.where_the_time_went()})")
     if not all(c.ok for _, c in res.counts):
         typer.echo("roofline: error: a FLOP or KV count check failed (see counts.json)", err=True)
         raise typer.Exit(1)

@@ -168,7 +168,7 @@ def markdown(run, plot: Path | None) -> str:
          f"- models: real widths, random weights, {', '.join(f'{s.name}' for s in run.specs)}; implementation: "
          f"{'transformers LlamaForCausalLM' if o.impl == 'hf' else 'validate/reference.py'}",
          f"- grid: {o.mode}; dtypes {', '.join(dict.fromkeys(r.point.dtype for r in run.rows))}; "
-         f"wall time {run.wall_s:.0f} s (kernel profile {run.profile_s:.0f} s); {load_line()}",
+         f"wall time {run.wall_s:.0f} s ({run.where_the_time_went()}); {load_line()}",
          f"- base profile: {run.base.name}; kernel profile: calibrated.yaml beside kernels/ "
          f"(`roofline estimate --hardware {Path(o.out) / 'calibrated.yaml'}`); the kernel profile never "
          "saw these models: its shapes are the other catalog models' widths", ""]

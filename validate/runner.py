@@ -16,6 +16,7 @@ measurements.csv is rewritten after every point, so an interrupted run keeps the
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,6 +83,20 @@ class Run:
     profile_s: float = 0.0
     wall_s: float = 0.0
     band_coverage: dict = field(default_factory=dict)
+    spent: dict[str, float] = field(default_factory=dict)  # wall seconds by part of the run (where the time goes)
+
+    def where_the_time_went(self) -> str:
+        """"kernel profile 60 s, model builds 8 s, ..., the rest 3 s" (of wall_s)."""
+        parts = [f"{k} {v:.0f} s" for k, v in self.spent.items()]
+        return ", ".join([*parts, f"the rest {max(0.0, self.wall_s - sum(self.spent.values())):.0f} s"])
+
+    @contextmanager
+    def clock(self, part: str):
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.spent[part] = self.spent.get(part, 0.0) + time.perf_counter() - t
 
 
 def default_base(device: str, name: str) -> str | None:
@@ -216,6 +231,7 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
         kernel_hw, path, probe, state.profile_s = run_profile(device, out, opts.threads, opts.quick, dtypes, held,
                                                               say, filename="calibrated.yaml")
         state.kernel, state.probes = kernel_hw, probe
+        state.spent["kernel profile"] = state.profile_s
         write_profile(probes_mod.measured_profile(probe), out / "probes.yaml",
                       "Measured by roofline validate's probes: peaks are achieved.")
         say(f"kernel profile: {path} ({len(kernel_hw.kernel_tables)} tables, {state.profile_s:.0f} s)")
@@ -256,7 +272,8 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
             for d in dtypes:
                 mine = [p for p in points[spec.name] if p.dtype == d]
                 try:
-                    model = builders[spec.name](spec, max_len, d, device)
+                    with state.clock("model builds"):
+                        model = builders[spec.name](spec, max_len, d, device)
                 except Exception as exc:  # noqa: BLE001 - OOM while building: skip the dtype
                     if not is_oom(exc):
                         raise
@@ -265,13 +282,15 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
                     bar.finish(None, len(mine))
                     continue
                 if opts.impl == "reference":
-                    rep = counts_mod.check_counts(spec, d, device, batch=2, prompt_len=min(32, spec.max_context - 3),
-                                                  decode_steps=3, decoder=model)
+                    with state.clock("FLOP and KV checks"):
+                        rep = counts_mod.check_counts(spec, d, device, batch=2, prompt_len=min(32, spec.max_context - 3),
+                                                      decode_steps=3, decoder=model)
                     state.counts.append((spec.name, rep))
                     say(f"  counts {spec.name} {d}: {'ok' if rep.ok else 'MISMATCH'}")
-                state.rows += measure_grid(model, spec, state.base, kernel_hw, mine, meta, sync, per_point,
-                                            MAX_CALL_S[opts.mode], ROUNDS[opts.mode], bar, csv_path, state.rows,
-                                            device, threads, torch, say)
+                with state.clock("held-out passes"):
+                    state.rows += measure_grid(model, spec, state.base, kernel_hw, mine, meta, sync, per_point,
+                                                MAX_CALL_S[opts.mode], ROUNDS[opts.mode], bar, csv_path, state.rows,
+                                                device, threads, torch, say)
                 del model
                 if cuda:
                     torch.cuda.empty_cache()

@@ -2,6 +2,7 @@
 
 import csv
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -133,6 +134,13 @@ def test_quick_validate_writes_everything(quick_run):
     report = (out / "report.md").read_text()
     assert "| measured ms | predicted base ms | predicted kernels ms |" in report
     assert "TTFT (prefill) on held-out models" in r.output and "counts: ok" in r.output and "load average" in r.output
+    # where the time went: each part of the run, in the last line and the report (the profile came with --profile)
+    m = re.search(r" in (\d+) s \(model builds (\d+) s, FLOP and KV checks (\d+) s, held-out passes (\d+) s, "
+                  r"the rest (\d+) s\)", r.output)
+    assert m, r.output[-400:]
+    total, *parts = (int(x) for x in m.groups())
+    assert abs(sum(parts) - total) <= 3  # whole seconds, each rounded
+    assert "held-out passes" in report
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
