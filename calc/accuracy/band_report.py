@@ -66,7 +66,7 @@ def write_bands_file(run: BandRun, path: Path) -> Path:
               "(type 6, numpy method='weibull', each publisher's rows weighing 1 in all).\n"
               f"A group is kept with >= {MIN_ROWS} rows from >= {MIN_SOURCES} publishers; a lookup falls back from "
               "family/arch/load/engine/precision/gpu to broader groups, then all,\n"
-              "and widens the band's log half-width by widen[family/pass or family/load] (calibrated on rows held "
+              "and widens the band's log half-width by widen[family/load level] (calibrated on rows held "
               "out by publisher; 'all' for any other key).")
     return atomic_write(path, bands_yaml(run.table, header), "--bands-out")
 
@@ -152,7 +152,7 @@ rows cover a new publisher's less often than 80%. Each band's half-width (in log
 centre) is therefore widened by a factor calibrated on held-out rows: every publisher's rows are
 set against the bands of the others' residuals, a row needs the factor |r - centre| / half-width
 to fall inside, and the factor is the 0.8 quantile of those needs (publisher-weighted), per
-metric family at a fixed batch or under load (a key with fewer than {MIN_ROWS} rows or {MIN_SOURCES}
+metric family and load level (a key with fewer than {MIN_ROWS} rows or {MIN_SOURCES}
 publishers takes the factor of all rows). A factor under 1 narrows a band that over-covers.
 
 Coverage is measured on held-out rows: each publisher's rows are checked against bands built, and

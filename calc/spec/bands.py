@@ -21,7 +21,7 @@ least MIN_ROWS residuals (the published bands: from at least MIN_SOURCES publish
 lookup takes the most specific stored group of the regime, so a regime with too few rows
 falls back to the next broader one, and the band says which group and how many rows it
 came from. The lookup widens the band's log half-width by the table's factor for the
-regime's scale key (family at a fixed batch or under load), calibrated so that bands cover
+regime's scale key (its family and load level), calibrated so that bands cover
 their 80% of rows held out by source. The published bands ship as
 calc/data/bands.yaml; a calibrated local profile carries its own (``bands:``), from its
 held-out validation (`roofline validate`).
@@ -127,8 +127,8 @@ class Regime:
 
     @property
     def scale_key(self) -> str:
-        """The key of the band's widening: its family, at a fixed batch ("pass") or under load."""
-        return f"{self.family}/{'pass' if self.load == 'pass' else 'load'}"
+        """The key of the band's widening: its family and load level ("decode/high")."""
+        return f"{self.family}/{self.load}"
 
 
 class Band(SpecModel):
