@@ -216,3 +216,33 @@ def test_workload_names_are_one_short_line(name):
     base = yaml.safe_load((root / "reports/plans/workloads/chat-llama-3.1-8b.yaml").read_text())
     with pytest.raises(SpecError, match="name"):
         build(Workload, {**base, "name": name}, "w.yaml")
+
+
+@pytest.mark.parametrize("text", [
+    "a: " + "[" * 100_000 + "]" * 100_000,  # flow nesting: more brackets than the C composer may see
+    "".join(f"{' ' * i}k:\n" for i in range(700)) + " " * 700 + "k: 1\n",  # block nesting: a deep indent (256 KB allows ~700)
+], ids=["flow", "block"])
+def test_yaml_nested_too_deep_is_one_line(tmp_path, text):
+    # libyaml's composer would recurse without a limit (a crash); such text takes the Python loader
+    from calc.spec.yamlio import _shallow, read_yaml
+
+    assert not _shallow(text)
+    path = tmp_path / "deep.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError, match="nested too deep") as err:
+        read_yaml(path)
+    assert "\n" not in str(err.value) and str(path) in str(err.value)
+
+
+def test_spec_files_are_shallow_and_read_alike_by_both_loaders():
+    import yaml
+
+    from calc.spec.yamlio import _CLoader, _PyLoader, _shallow
+
+    root = Path(__file__).resolve().parents[3]
+    files = [root / "calc" / "data" / "engines.yaml", *sorted((root / "hardware_profiles").glob("*.yaml"))[:5],
+             *sorted((root / "model_configs").glob("*.yaml"))[:5]]
+    for f in files:
+        text = f.read_text()
+        assert _shallow(text), f
+        assert yaml.load(text, Loader=_CLoader) == yaml.load(text, Loader=_PyLoader), f  # noqa: S506
