@@ -4,9 +4,9 @@ Each timed grid point of `roofline validate` is a residual log(predicted / measu
 the kernel profile on a model the profile never saw (prefill: the TTFT family; decode steps:
 decode), at load level "pass", the profile's engine preset, the point's precision class.
 calc.accuracy.bands builds them into a band table, as `roofline accuracy` does for the
-published rows (the same quantiles, groups, fallback and minimum rows), with the held-out
-model as the unit: coverage is checked with each model's points against bands built from
-the other models' points alone.
+published rows (the same quantiles, groups, fallback, minimum rows and widening calibrated on
+held-out units), with the held-out model as the unit: coverage is checked with each model's
+points against bands built, and widened, from the other models' points alone.
 """
 
 from __future__ import annotations
@@ -45,8 +45,9 @@ def profile_bands(rows, hw: HardwareSpec, specs=()) -> tuple[BandTable | None, d
     """The band table for the profile (None: too few points for even one group) and its coverage,
     checked leave-one-model-out (calc.accuracy.bands.coverage's dict)."""
     res = residuals(rows, hw, specs)
-    table = build(res, source=f"roofline validate: held-out models {', '.join(sorted({r.source for r in res}))}")
-    return (table if table.groups else None), coverage(held_out_check(res))
+    table = build(res, source=f"roofline validate: held-out models {', '.join(sorted({r.source for r in res}))}",
+                  calibrate=True)
+    return (table if table.groups else None), coverage(held_out_check(res, calibrate=True))
 
 
 def write_with_bands(hw: HardwareSpec, table: BandTable, path: Path, header: str) -> Path:
