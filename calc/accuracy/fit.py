@@ -80,18 +80,22 @@ def load_fit_spec(path: Path = FIT_FILE) -> FitSpec:
 @dataclass
 class Predictor:
     """predict() with the model's part cached on the row and its preset's fitted values, less
-    the per-request serving time, which is added after (a trial of that field alone costs nothing)."""
+    the per-request serving time, which is added after (a trial of that field alone costs nothing).
+    Per preset state (name and fitted values) a memo for model_metric: the rows it predicts
+    share what does not depend on the row (a replica's step model and KV budget)."""
 
     fields: tuple[str, ...]
     cache: dict = field(default_factory=dict)
+    memos: dict = field(default_factory=dict)
 
     def __post_init__(self):
         self.keyed = tuple(f for f in self.fields if f != SERVING_FIELD)
 
     def __call__(self, row: Row, preset: EngineSpec) -> float:
-        key = (row.id, preset.name, tuple(getattr(preset, f) for f in self.keyed))
+        state = (preset.name, tuple(getattr(preset, f) for f in self.keyed))
+        key = (row.id, state)
         if key not in self.cache:
-            self.cache[key] = model_metric(row, preset)
+            self.cache[key] = model_metric(row, preset, memo=self.memos.setdefault(state, {}))
         return self.cache[key] + serving_time(row, preset)
 
 
