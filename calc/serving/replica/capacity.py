@@ -24,7 +24,8 @@ from calc.cost.roofline import bound_of
 from calc.cost.speculative import Draft, SpecConfig, draft_efficiency, draft_of, expected_tokens
 from calc.serving.replica.kvbudget import KVBudget, kv_budget
 from calc.serving.replica.prefix import CachedPrefix
-from calc.serving.steps.stepmodel import StepModel, step_model
+from calc.serving.steps.stepfit import step_model
+from calc.serving.steps.stepmodel import StepModel
 from calc.serving.steps.timer import PlainTimer, SpecTimer, StepTimer
 from calc.spec.hardware import HardwareSpec, Interconnect
 from calc.spec.model import ModelSpec

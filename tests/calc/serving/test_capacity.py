@@ -10,7 +10,7 @@ from calc.cost.latency import mixed_step_cost
 from calc.cost.parallel import Parallel
 from calc.serving.replica.capacity import Replica, steady_state, validate_split
 from calc.serving.replica.kvbudget import kv_budget
-from calc.serving.steps.stepmodel import check_step_model
+from calc.serving.steps.stepfit import check_step_model
 from calc.spec.catalog import load_hardware, load_model
 from calc.spec.workload import Serving
 
