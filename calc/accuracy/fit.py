@@ -82,11 +82,13 @@ class Predictor:
     """predict() with the model's part cached on the row and its preset's fitted values, less
     the per-request serving time, which is added after (a trial of that field alone costs nothing).
     Per preset state (name and fitted values) a memo for model_metric: the rows it predicts
-    share what does not depend on the row (a replica's step model and KV budget)."""
+    share what does not depend on the row (a replica's step model and KV budget); and one
+    memo across states (what depends on the row and no fitted value: model_metric's ``across``)."""
 
     fields: tuple[str, ...]
     cache: dict = field(default_factory=dict)
     memos: dict = field(default_factory=dict)
+    across: dict = field(default_factory=dict)
 
     def __post_init__(self):
         self.keyed = tuple(f for f in self.fields if f != SERVING_FIELD)
@@ -95,7 +97,7 @@ class Predictor:
         state = (preset.name, tuple(getattr(preset, f) for f in self.keyed))
         key = (row.id, state)
         if key not in self.cache:
-            self.cache[key] = model_metric(row, preset, memo=self.memos.setdefault(state, {}))
+            self.cache[key] = model_metric(row, preset, memo=self.memos.setdefault(state, {}), across=self.across)
         return self.cache[key] + serving_time(row, preset)
 
 

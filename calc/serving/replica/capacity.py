@@ -253,7 +253,9 @@ def steady_state(rep: Replica, T, G, batch_cap: float | None = None, prefix: Cac
     """Closed form at saturation; ``batch_cap`` lowers N (a closed loop of fewer clients); ``prefix``:
     the cached prompt tokens (prefill computes the rest) and the pages the shared prefix pins.
     ``memo``: a dict kept across calls on the same (rep, T, G, prefix) (at_load's bisection), so the
-    means over the requests are taken once per chunk size."""
+    means over the requests are taken once per chunk size. It holds no step time: only what the
+    lengths, the KV budget, the scheduler, the max batch and the timer's features give, so replicas
+    that differ in their step model alone may share it."""
     kv = rep.kv
     budget = rep.serving.max_batched_tokens
     N = float(rep.max_batch)

@@ -28,7 +28,7 @@ class Seen:
     def __init__(self):
         self.calls = []
 
-    def __call__(self, row, preset, memo=None):
+    def __call__(self, row, preset, **memos):
         self.calls.append(row.id)
         return preset.step_overhead_us
 
