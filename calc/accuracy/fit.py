@@ -92,9 +92,18 @@ class Predictor:
 
     def __post_init__(self):
         self.keyed = tuple(f for f in self.fields if f != SERVING_FIELD)
+        self._last: dict = {}  # preset name -> (the last preset object seen, its state)
+
+    def state(self, preset: EngineSpec) -> tuple:
+        """(name, fitted values but the serving field): read once per preset object (a loss asks
+        for it once per row; presets are frozen)."""
+        last = self._last.get(preset.name)
+        if last is None or last[0] is not preset:
+            last = self._last[preset.name] = (preset, (preset.name, tuple(getattr(preset, f) for f in self.keyed)))
+        return last[1]
 
     def __call__(self, row: Row, preset: EngineSpec) -> float:
-        state = (preset.name, tuple(getattr(preset, f) for f in self.keyed))
+        state = self.state(preset)
         key = (row.id, state)
         if key not in self.cache:
             self.cache[key] = model_metric(row, preset, memo=self.memos.setdefault(state, {}), across=self.across)
