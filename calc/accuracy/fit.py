@@ -80,18 +80,33 @@ def load_fit_spec(path: Path = FIT_FILE) -> FitSpec:
 @dataclass
 class Predictor:
     """predict() with the model's part cached on the row and its preset's fitted values, less
-    the per-request serving time, which is added after (a trial of that field alone costs nothing)."""
+    the per-request serving time, which is added after (a trial of that field alone costs nothing).
+    Per preset state (name and fitted values) a memo for model_metric: the rows it predicts
+    share what does not depend on the row (a replica's step model and KV budget); and one
+    memo across states (what depends on the row and no fitted value: model_metric's ``across``)."""
 
     fields: tuple[str, ...]
     cache: dict = field(default_factory=dict)
+    memos: dict = field(default_factory=dict)
+    across: dict = field(default_factory=dict)
 
     def __post_init__(self):
         self.keyed = tuple(f for f in self.fields if f != SERVING_FIELD)
+        self._last: dict = {}  # preset name -> (the last preset object seen, its state)
+
+    def state(self, preset: EngineSpec) -> tuple:
+        """(name, fitted values but the serving field): read once per preset object (a loss asks
+        for it once per row; presets are frozen)."""
+        last = self._last.get(preset.name)
+        if last is None or last[0] is not preset:
+            last = self._last[preset.name] = (preset, (preset.name, tuple(getattr(preset, f) for f in self.keyed)))
+        return last[1]
 
     def __call__(self, row: Row, preset: EngineSpec) -> float:
-        key = (row.id, preset.name, tuple(getattr(preset, f) for f in self.keyed))
+        state = self.state(preset)
+        key = (row.id, state)
         if key not in self.cache:
-            self.cache[key] = model_metric(row, preset)
+            self.cache[key] = model_metric(row, preset, memo=self.memos.setdefault(state, {}), across=self.across)
         return self.cache[key] + serving_time(row, preset)
 
 

@@ -52,9 +52,15 @@ def serving_time(row: Row, preset: EngineSpec | None) -> float:
     return preset.request_overhead_s  # reads SERVING_FIELD (0 for the ideal preset)
 
 
-def model_metric(row: Row, preset: EngineSpec | None) -> float:
+def model_metric(row: Row, preset: EngineSpec | None, memo: dict | None = None, across: dict | None = None) -> float:
     """The row's metric as the model gives it, without serving_time: it never reads the
-    preset's SERVING_FIELD, so a fit that moves only that field reuses it."""
+    preset's SERVING_FIELD, so a fit that moves only that field reuses it. ``memo``: a dict
+    kept by the caller across rows predicted with the same preset (same name and values, as
+    calc.accuracy.fit.Predictor keys them): rows of one model, GPU, split and dtypes share
+    one replica's step model and KV budget (neither depends on the row's load or lengths).
+    ``across``: a dict kept across presets whatever their values: a row's steady-state means
+    and step features, which depend on its lengths, the KV budget and the scheduler, never on
+    step times (keyed on those)."""
     from calc.cost.latency import estimate
     from calc.cost.setup import Setup
 
@@ -71,7 +77,7 @@ def model_metric(row: Row, preset: EngineSpec | None) -> float:
     T, G = row.prompt_len, row.output_len
     m = row.metric
     if m in ("output_tokens_per_s", "output_tokens_per_s_per_gpu") and row.batch is None:
-        total = replicas * _steady_output(model, hw, row, kw)
+        total = replicas * _steady_output(model, hw, row, kw, memo, across)
         return total / row.gpus if m.endswith("_per_gpu") else total
     B = row.batch or row.concurrency or 1
     est = estimate(model, hw, B, T, max(G, 2) if m in ("decode_tokens_per_s", "tpot_s") else G, Setup.of(**kw))
@@ -94,17 +100,27 @@ def model_metric(row: Row, preset: EngineSpec | None) -> float:
     raise SpecError(str(PUBLISHED), "metric", f"unknown metric {m!r} in row {row.id}")
 
 
-def _steady_output(model, hw, row: Row, kw: dict) -> float:
+def _steady_output(model, hw, row: Row, kw: dict, memo: dict | None = None, across: dict | None = None) -> float:
     """Output tokens/s of one replica under continuous batching at the row's concurrency
-    (or as many running requests as the KV cache and the engine's cap allow)."""
+    (or as many running requests as the KV cache and the engine's cap allow); ``memo`` and
+    ``across``: model_metric's, keeping one replica per configuration (its max batch set per
+    row) and steady_state's memo per row, KV budget and scheduler."""
     from calc.cost.dtypes import Dtypes
     from calc.serving.replica.capacity import Replica, steady_state
     from calc.spec.workload import Serving
 
-    dt = Dtypes.resolve(model, kw["weight_dtype"], kw["kv_dtype"], kw["compute_dtype"], kw["group_size"])
-    rep = Replica(model, hw, row.tp, row.concurrency or MAX_LOAD_BATCH, dt, Serving(max_batched_tokens=8192),
-                  kw["attention"])
+    memo = {} if memo is None else memo
+    key = ("replica", row.model, row.hardware, row.tp, kw["weight_dtype"], kw["kv_dtype"], kw["compute_dtype"],
+           kw["group_size"], kw["attention"])
+    cap = row.concurrency or MAX_LOAD_BATCH
+    if key in memo:  # the configuration's KV budget and step model, computed for an earlier row
+        rep = memo[key].with_max_batch(cap)
+    else:
+        dt = Dtypes.resolve(model, kw["weight_dtype"], kw["kv_dtype"], kw["compute_dtype"], kw["group_size"])
+        rep = memo[key] = Replica(model, hw, row.tp, cap, dt, Serving(max_batched_tokens=8192), kw["attention"])
     if not rep.kv.fits:
         return float("nan")
-    st = steady_state(rep, np.array([row.prompt_len]), np.array([max(row.output_len, 2)]))
+    steady = {} if across is None else across.setdefault(
+        ("steady", row.id, rep.kv, rep.max_batch, rep.serving, rep.logits, rep.tokens_per_step), {})
+    st = steady_state(rep, np.array([row.prompt_len]), np.array([max(row.output_len, 2)]), memo=steady)
     return float(st.output_tokens_per_s)

@@ -281,12 +281,40 @@ def moe_ops(model: ModelSpec, tok, dt: Dtypes, layers: int, par: Parallel) -> li
     return ops
 
 
+_KEPT: dict = {}  # small passes' operators: key -> (model, ops); the oldest dropped first
+KEPT_MAX, KEPT_SIZE = 512, 64  # entries; the most scenarios a kept pass has
+
+
+def _array_key(a) -> tuple:
+    a = np.asarray(a)
+    return a.shape, a.dtype.str, a.tobytes()
+
+
 def pass_ops(model: ModelSpec, ps: Pass, dt: Dtypes, attention_kernel: str = "fused",
              par: Parallel = SINGLE) -> list[OpCost]:
     """Every operator of one forward pass on one GPU, grouped by layer kind (``layers`` =
-    multiplicity), with the communication a split adds (calc.cost.parallel)."""
+    multiplicity), with the communication a split adds (calc.cost.parallel).
+
+    The operators depend on nothing but the arguments (no hardware, no preset), and OpCost is
+    frozen: those of a small pass (up to KEPT_SIZE scenarios) are kept and handed out again (a
+    new list) when the same model object, pass, dtypes, kernel and split come back, as they do
+    when a fit re-times a row under other preset values."""
     if attention_kernel not in ("fused", "unfused"):
         raise ValueError(f"attention kernel must be fused or unfused, not {attention_kernel!r}")
+    arrays = (ps.batch, ps.new, ps.past, ps.logits)
+    if max(np.size(a) for a in arrays) > KEPT_SIZE:
+        return _pass_ops(model, ps, dt, attention_kernel, par)
+    key = (id(model), *map(_array_key, arrays), ps.phase, ps.ragged, ps.decode_rows, dt, attention_kernel, par)
+    hit = _KEPT.get(key)
+    if hit is None or hit[0] is not model:
+        hit = (model, tuple(_pass_ops(model, ps, dt, attention_kernel, par)))
+        if len(_KEPT) >= KEPT_MAX:
+            del _KEPT[next(iter(_KEPT))]
+        _KEPT[key] = hit
+    return list(hit[1])
+
+
+def _pass_ops(model: ModelSpec, ps: Pass, dt: Dtypes, attention_kernel: str, par: Parallel) -> list[OpCost]:
     L, H, V = model.num_layers, model.hidden_size, model.vocab_size
     tok = ps.tokens
     a = DTYPE_BYTES[dt.act]

@@ -24,7 +24,8 @@ from calc.cost.roofline import bound_of
 from calc.cost.speculative import Draft, SpecConfig, draft_efficiency, draft_of, expected_tokens
 from calc.serving.replica.kvbudget import KVBudget, kv_budget
 from calc.serving.replica.prefix import CachedPrefix
-from calc.serving.steps.stepmodel import StepModel, step_model
+from calc.serving.steps.stepfit import step_model
+from calc.serving.steps.stepmodel import StepModel
 from calc.serving.steps.timer import PlainTimer, SpecTimer, StepTimer
 from calc.spec.hardware import HardwareSpec, Interconnect
 from calc.spec.model import ModelSpec
@@ -252,7 +253,9 @@ def steady_state(rep: Replica, T, G, batch_cap: float | None = None, prefix: Cac
     """Closed form at saturation; ``batch_cap`` lowers N (a closed loop of fewer clients); ``prefix``:
     the cached prompt tokens (prefill computes the rest) and the pages the shared prefix pins.
     ``memo``: a dict kept across calls on the same (rep, T, G, prefix) (at_load's bisection), so the
-    means over the requests are taken once per chunk size."""
+    means over the requests are taken once per chunk size. It holds no step time: only what the
+    lengths, the KV budget, the scheduler, the max batch and the timer's features give, so replicas
+    that differ in their step model alone may share it."""
     kv = rep.kv
     budget = rep.serving.max_batched_tokens
     N = float(rep.max_batch)

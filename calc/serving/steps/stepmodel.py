@@ -7,9 +7,10 @@ calc.cost.latency.mixed_step_cost. ``StepModel`` reproduces that time from the s
 prefill-kernel chunks apart their sequences, tokens and, per attention window, the (query, key)
 pairs and positions read): every operator's compute and memory terms are affine in them, and
 each all-reduce costs the cheapest of its algorithms, each affine in the message (so in the
-tokens). The model is fitted once per configuration (a few milliseconds) and then costs
-microseconds instead of a quarter of a millisecond; ``check_step_model`` and the property test
-compare it with mixed_step_cost itself.
+tokens). The model is fitted once per configuration (a few milliseconds,
+calc.serving.steps.stepfit.step_model) and then costs microseconds instead of a quarter of a
+millisecond; stepfit's ``check_step_model`` and the property test compare it with mixed_step_cost
+itself.
 """
 
 from __future__ import annotations
@@ -18,19 +19,13 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from calc.cost.dtypes import Dtypes
-from calc.cost.efficiency import Efficiency
 from calc.cost.experts import busiest_experts
-from calc.cost.latency import mixed_step_cost
-from calc.cost.opcost import Pass, attention_pairs, positions_attended
-from calc.cost.operators import pass_ops
-from calc.cost.parallel import SINGLE, Parallel, allreduce_times, link
-from calc.cost.roofline import bound_of, phase_cost
-from calc.spec.hardware import HardwareSpec
+from calc.cost.opcost import attention_pairs, positions_attended
+from calc.cost.parallel import Parallel
+from calc.cost.roofline import bound_of
 from calc.spec.model import ModelSpec
 
 _sum, _min = np.add.reduce, np.minimum.reduce
-EXACT = 1e-6  # the worst relative error a fitted model may have on its own sample steps
 
 
 def attention_windows(model: ModelSpec) -> tuple:
@@ -300,94 +295,3 @@ class StepModel:
     def bound(self, f: StepFeatures, phase: str = "decode"):
         """calc.cost.roofline.bound_of the step's time shares: where its time goes."""
         return bound_of(self.time_and_shares(f, phase)[1])
-
-
-def _sample(rng, K: int, S: int, windows_max: int = 4096):
-    """K random ragged steps of up to S groups: decode tokens, verifications (2..8 positions,
-    every one reaching lm_head) and prompt chunks (9..4096), some steps all of one kind."""
-    nseq = rng.integers(1, S + 1, K)
-    w = (np.arange(S)[None, :] < nseq[:, None]).astype(float)
-    kind = rng.integers(0, 3, (K, S))  # 0 decode, 1 verification, 2 chunk
-    mix = rng.integers(0, 4, K)  # 0: decode kernel only, 1: chunks only, else mixed
-    kind = np.where(mix[:, None] == 0, np.minimum(kind, 1), np.where(mix[:, None] == 1, 2, kind))
-    new = np.where(kind == 0, 1.0, np.where(kind == 1, rng.integers(2, 9, (K, S)),
-                                            rng.integers(9, windows_max + 1, (K, S)))).astype(float)
-    logits = np.where(kind == 2, np.where(rng.random((K, S)) < 0.2, new, 1.0), new)
-    past = np.where(rng.random((K, S)) < 0.2, 0.0, rng.integers(0, 65_537, (K, S)).astype(float))
-    return w, new, past, logits
-
-
-def _fit_phase(model, hw, dt, eff, attention, par, phase, windows, rng) -> tuple[_Coef, float]:
-    K, S, rows = 192, 24, 8
-    w, new, past, logits = _sample(rng, K, S)
-    ps = Pass(w, new, past, phase, logits=logits, ragged=True, decode_rows=rows)
-    lk = link(hw, par)
-    cost = phase_cost(pass_ops(model, ps, dt, attention, par), hw, dt, eff, lk)
-    probe = StepModel(model, par, {}, 0.0, windows)
-    X = probe.vector(StepFeatures.of(windows, new, past, w, logits, rows)).T  # [K, F]
-    ones = np.ones(K)
-    cols, extra, comm, groups = [], ones * cost.step_overhead_s, ones * 0.0, []
-    fitted_ar = lk.collectives is not None and eff.fitted_collectives
-    for t in cost.ops:
-        L = t.op.layers
-        op = t.op
-        if op.kind == "comm":
-            if fitted_ar and op.collective == "allreduce" and t.measured_s is None:
-                algos = allreduce_times(op.message_bytes, op.group, lk, eff.custom_allreduce)
-                groups.append([ones * a * L for a in algos.values()])
-            else:
-                comm = comm + ones * t.comm_s * L
-                extra = extra + ones * t.comm_s * L
-            continue
-        # a time from a kernel table stands for both terms (its roofs clamp it already)
-        c, m = (t.compute_s, t.memory_s) if t.measured_s is None else (t.measured_s, t.measured_s)
-        cols += [ones * c * L, ones * m * L]
-        extra = extra + ones * t.overhead_s * L
-    n_ops = len(cols) // 2
-    n_algos = max([len(g) for g in groups] or [1])
-    G = [g + [g[0]] * (n_algos - len(g)) for g in groups]  # pad with a repeat (the min is unchanged)
-    Y = np.column_stack([*cols[0::2], *cols[1::2], extra, comm, *[a for g in G for a in g]])
-    scale = np.abs(X).max(axis=0)
-    scale[scale == 0] = 1.0
-    sol = np.linalg.pinv(X / scale) @ Y  # least squares (pinv: one SVD for every target column)
-    coef = _Coef((sol / scale[:, None]).T, n_ops, len(G), n_algos)
-    sm = StepModel(model, par, {"any": coef}, 0.0, windows)
-    got = sm.time(StepFeatures.of(windows, new, past, w, logits, rows))
-    err = float(np.max(np.abs(got - cost.time_s) / cost.time_s))
-    return coef, err
-
-
-def step_model(model: ModelSpec, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, attention: str = "fused",
-               par: Parallel = SINGLE) -> StepModel:
-    """Fit the step-time model of one configuration (a few milliseconds)."""
-    rng = np.random.default_rng(12345)
-    windows = attention_windows(model)
-    phases = ("prefill", "decode") if model.attention.kind == "mla" else ("any",)
-    coef, worst = {}, 0.0
-    for ph in phases:
-        coef[ph], err = _fit_phase(model, hw, dt, eff, attention, par, "decode" if ph == "any" else ph, windows, rng)
-        worst = max(worst, err)
-    if worst > EXACT:
-        raise RuntimeError(f"step model does not reproduce mixed_step_cost (error {worst:.2g}): "
-                           "an operator is no longer affine in the step features")
-    return StepModel(model, par, coef, worst, windows)
-
-
-def check_step_model(sm: StepModel, hw, dt, eff, attention, par, steps: int = 200, seed: int = 0,
-                     decode_rows: int = 1) -> float:
-    """Worst relative error of the step model against mixed_step_cost itself on random steps
-    (decode tokens, verifications of ``decode_rows`` positions, prompt chunks)."""
-    rng = np.random.default_rng(seed)
-    worst = 0.0
-    for _ in range(steps):
-        n = int(rng.integers(1, 64))
-        kind = rng.random(n)
-        new = np.where(kind < 0.6, 1.0, np.where(kind < 0.8, float(decode_rows), rng.integers(2, 8193, n)))
-        logits = np.where(new <= decode_rows, new, 1.0)
-        past = rng.integers(0, 100_000, n).astype(float)
-        phase = "prefill" if np.any(new > decode_rows) else "decode"
-        ref = float(mixed_step_cost(sm.model, hw, new, past, dt, eff, attention, par, phase, logits,
-                                    decode_rows).time_s)
-        got = float(sm.time(sm.features(new, past, logits=logits, decode_rows=decode_rows), phase))
-        worst = max(worst, abs(got - ref) / ref)
-    return worst

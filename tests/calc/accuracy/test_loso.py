@@ -28,7 +28,7 @@ class Seen:
     def __init__(self):
         self.calls = []
 
-    def __call__(self, row, preset):
+    def __call__(self, row, preset, **memos):
         self.calls.append(row.id)
         return preset.step_overhead_us
 
@@ -129,3 +129,22 @@ def test_shared_fields_are_shared_by_vendor_kernel_engines_only():
     assert out["vllm"].attention == out["trtllm"].attention < 0.55  # one value, moved towards 0.4
     assert out["llama.cpp"].attention == 1.0  # its own, at the measured 1.0 (the bound)
     assert out["sglang"].attention == 0.7  # no rows: the prior
+
+
+def test_predictor_memos_give_what_predict_gives():
+    # rows of one configuration share a replica per preset state, and their steady-state features
+    # across states: the predictions are predict()'s, bit for bit, whichever state came first
+    from calc.accuracy.predict import predict
+    from calc.accuracy.rows import load_rows
+
+    rows = load_rows()[0]
+    config = ("llama-3.1-8b", "h100-sxm", 1, "fp8")
+    steady = [r for r in rows if r.batch is None and r.metric == "output_tokens_per_s"
+              and (r.model, r.hardware, r.tp, r.weight_dtype) == config][:3]
+    assert len(steady) == 3 and len({(r.prompt_len, r.output_len) for r in steady}) == 3
+    p = engines()[steady[0].preset]
+    states = [p, p.model_copy(update={"step_overhead_us": 3 * p.step_overhead_us, "kernel_overhead_us": 7.0})]
+    pred = Predictor(tuple(load_fit_spec().fitted))
+    got = [[pred(r, q) for r in steady] for q in states]
+    assert got == [[predict(r, q) for r in steady] for q in states]
+    assert got[0] != got[1] and len(pred.memos) == 2 and len(pred.across) == 3

@@ -228,3 +228,24 @@ def test_accumulate_broadcasts_terms_of_other_shapes():
     got = accumulate([col, row, 1.0])
     # (3,1) + (1,3) is a (3,3) table: got[i, j] = i + j + 1
     assert got.shape == (3, 3) and got.tolist() == [[1, 2, 3], [2, 3, 4], [3, 4, 5]]
+
+
+def test_small_passes_keep_their_operators_and_hand_out_a_new_list(llama8b):
+    import calc.cost.operators as operators
+
+    dt = Dtypes.resolve(llama8b)
+    ps = Pass(np.float64(4.0), np.float64(1.0), np.float64(512.0), "decode")
+    first = pass_ops(llama8b, ps, dt)
+    first.append("not an operator")  # a caller's list is its own
+    again = pass_ops(llama8b, Pass(np.float64(4.0), np.float64(1.0), np.float64(512.0), "decode"), dt)
+    assert again == first[:-1] and again is not first
+    assert all(a is b for a, b in zip(again, first[:-1], strict=True))  # the same frozen operators
+    # another context is another pass; an equal spec that is another object is not taken for it
+    assert pass_ops(llama8b, Pass(np.float64(4.0), np.float64(1.0), np.float64(513.0), "decode"), dt) != again
+    other = llama8b.model_copy()
+    assert all(a is not b for a, b in zip(pass_ops(other, ps, dt), again, strict=True))
+    # a pass of more than KEPT_SIZE scenarios is not kept: built afresh each time, equal all the same
+    big = Pass(np.ones(operators.KEPT_SIZE + 1), np.float64(1.0), np.arange(operators.KEPT_SIZE + 1.0), "decode")
+    a, b = pass_ops(llama8b, big, dt), pass_ops(llama8b, big, dt)
+    assert all(x is not y for x, y in zip(a, b, strict=True))
+    assert all(np.array_equal(x.bytes, y.bytes) for x, y in zip(a, b, strict=True))

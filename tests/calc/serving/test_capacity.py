@@ -10,7 +10,7 @@ from calc.cost.latency import mixed_step_cost
 from calc.cost.parallel import Parallel
 from calc.serving.replica.capacity import Replica, steady_state, validate_split
 from calc.serving.replica.kvbudget import kv_budget
-from calc.serving.steps.stepmodel import check_step_model
+from calc.serving.steps.stepfit import check_step_model
 from calc.spec.catalog import load_hardware, load_model
 from calc.spec.workload import Serving
 
@@ -104,3 +104,25 @@ def test_kv_budget_function_matches_replica():
     m = load_model("llama-3.1-8b")
     kv = kv_budget(m, load_hardware("h100-sxm"), Dtypes.resolve(m), Parallel(), Serving(gpu_memory_utilization=0.5))
     assert kv.usable_bytes == 81_559 * 2**20 * 0.5 and kv.pages < replica().kv.pages
+
+
+def test_a_refit_of_a_kept_configuration_equals_a_fresh_fit():
+    # the sample steps and their operators are kept per (model, dtypes, kernel, split); a fit
+    # under other engine values reuses them and gives what a fit from nothing gives, bit for bit
+    import calc.serving.steps.stepfit as stepfit
+    from calc.cost.efficiency import Efficiency
+    from calc.spec.engine import engines
+
+    rep = replica()
+    vllm = engines()["vllm"]
+    slower = vllm.model_copy(update={"kernel_overhead_us": 9.0, "step_overhead_us": 700.0, "attention": 0.4})
+
+    def fit(preset):
+        hw = rep.hw.with_engine(preset)
+        return stepfit.step_model(rep.model, hw, rep.dt, Efficiency.of(hw), "fused", rep.par)
+
+    first, kept = fit(vllm), fit(slower)
+    stepfit._PREPARED.clear()
+    fresh = fit(slower)
+    assert np.array_equal(kept.coef["any"].S, fresh.coef["any"].S) and kept.max_fit_error == fresh.max_fit_error
+    assert not np.array_equal(kept.coef["any"].S, first.coef["any"].S)  # the values did reach the fit
