@@ -299,7 +299,8 @@ class Scheduler:
             # stop at the step during which the next request arrives (it can then be admitted);
             # steps only get longer as contexts grow, so the first step's time bounds the count
             t_arr = self.arrive[self.incoming[0]] - self.clock
-            k = min(k, max(int(t_arr / (self.timer.decode_s(kv) + extra)) + 1, 1))
+            if k > 64:  # a long run: price only the steps before the arrival can land
+                k = min(k, max(int(t_arr / (self.timer.decode_s(kv) + extra)) + 1, 1))
         ahead = np.empty(k)  # tokens each has emitted before each step
         ahead[0] = 0.0
         ahead[1:] = cum[:k - 1]
