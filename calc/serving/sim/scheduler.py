@@ -317,8 +317,10 @@ class Scheduler:
         kv += emitted
         rem -= emitted
         if not self.reserve:
-            new_pages = -(-kv // bs) - sp
-            self.free -= int(_sum(new_pages)) - int(_sum(pages))
+            new_pages = (kv + (bs - 1)) // bs  # ceil(kv / bs), the shared prefix's pages not the request's
+            if sp:
+                new_pages -= sp
+            self.free -= int(_sum(new_pages - pages))
             pages[:] = new_pages
         self.j += k
         if first <= emitted:
