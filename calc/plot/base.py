@@ -70,8 +70,12 @@ def declutter(fig) -> int:
     notes = [[t for t in ax.texts if isinstance(t, Annotation) and t.get_visible()] for ax in fig.axes]
     if not any(notes):
         return 0  # nothing to move: no layout pass needed before the figure is written
-    fig.draw_without_rendering()  # the layout (text extents need it), without rasterising a frame
     renderer = fig.canvas.get_renderer()
+    engine = fig.get_layout_engine()
+    if engine is not None:
+        engine.execute(fig)  # the layout the labels' extents need, without drawing the artists
+    else:
+        fig.draw_without_rendering()
     left = 0
     for texts in notes:
         placed = []
