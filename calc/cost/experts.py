@@ -84,6 +84,8 @@ def busiest_experts(num_experts: int, experts_per_token: int, ep: int, tokens, i
     """Expected experts hit on the busiest of ``ep`` GPUs by ``tokens`` tokens (see the module
     docstring); ep = 1: every GPU holds every expert (the mean count)."""
     E, k = int(num_experts), int(experts_per_token)
+    if isinstance(tokens, float):  # one step (the scheduler's path): the same arithmetic in scalars
+        return _busiest_one(E, k, ep, tokens, imbalance)
     t = np.asarray(tokens, dtype=float)
     m = E / ep
     mean = experts_touched(E, k, t) / ep
@@ -96,3 +98,20 @@ def busiest_experts(num_experts: int, experts_per_token: int, ep: int, tokens, i
         return uniform
     p = min(1.0, imbalance * k / E)
     return np.maximum(uniform, m * (1.0 - np.power(1.0 - p, t)))
+
+
+def _busiest_one(E: int, k: int, ep: int, t: float, imbalance: float) -> float:
+    """busiest_experts at one token count, in scalars: the same arithmetic as the array path (np.power,
+    not math.pow, which differs in the last bit; np.interp on the table's whole-number grid)."""
+    m, t0 = E / ep, np.asarray(t, dtype=float)
+    mean = E * (1.0 - float(np.power(1.0 - k / E, t0))) / ep
+    uniform = mean
+    if ep > 1 and E <= MAX_TABLE_EXPERTS:
+        table = busiest_table(E, k, ep)
+        if t < table.size - 1:
+            j = int(t)  # np.interp on the whole-number grid: the entry, or the line to the next
+            uniform = float(table[j]) if t == j else float((table[j + 1] - table[j]) * (t - j) + table[j])
+    if imbalance == 1.0:
+        return uniform
+    p = min(1.0, imbalance * k / E)
+    return max(uniform, m * (1.0 - float(np.power(1.0 - p, t0))))

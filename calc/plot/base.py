@@ -67,12 +67,19 @@ def declutter(fig) -> int:
     the laid-out figure, just before it is written."""
     from matplotlib.text import Annotation
 
-    fig.canvas.draw()
+    notes = [[t for t in ax.texts if isinstance(t, Annotation) and t.get_visible()] for ax in fig.axes]
+    if not any(notes):
+        return 0  # nothing to move: no layout pass needed before the figure is written
     renderer = fig.canvas.get_renderer()
+    engine = fig.get_layout_engine()
+    if engine is not None:
+        engine.execute(fig)  # the layout the labels' extents need, without drawing the artists
+    else:
+        fig.draw_without_rendering()
     left = 0
-    for ax in fig.axes:
+    for texts in notes:
         placed = []
-        for t in [t for t in ax.texts if isinstance(t, Annotation) and t.get_visible()]:
+        for t in texts:
             box = t.get_window_extent(renderer)
             if any(box.overlaps(b) for b in placed) and t.anncoords == "offset points":
                 for dx, dy, ha in _SPOTS:

@@ -29,6 +29,12 @@ def _png(fig) -> bytes:
     from calc.plot.base import declutter
 
     declutter(fig)
+    engine = fig.get_layout_engine()
+    if engine is not None:
+        # one layout, kept (savefig would lay out twice more: in a pass with rendering off, then
+        # in the drawn frame); after declutter's, it places the labels it moved
+        engine.execute(fig)
+        fig.set_layout_engine(None)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
     return buf.getvalue()

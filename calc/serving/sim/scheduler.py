@@ -17,6 +17,8 @@ from calc.serving.replica.prefix import CachedPrefix
 _sum, _min = np.add.reduce, np.minimum.reduce
 _BOUNDS = BOUNDS.tolist()  # calc.cost.roofline.bound_of of a step's [3] shares: the first largest
 MAX_RUN = 1024  # decode steps advanced per vectorised call
+_AHEAD = np.arange(float(MAX_RUN))  # tokens emitted before each step of a run, at one token a step
+_AHEAD.flags.writeable = False
 
 
 class Scheduler:
@@ -283,7 +285,8 @@ class Scheduler:
         kv, rem, pages = self.r_kv[:N], self.r_rem[:N], self.r_pages[:N]
         first = int(_min(rem))  # a request finishes once it has emitted this many (each step emits >= 1)
         cum = self.timer.emitted(self.j, min(max(first, 1), MAX_RUN))  # tokens each has emitted after 1, 2, ... steps
-        k = min(int(cum.searchsorted(first)) + 1, MAX_RUN)  # the first finish
+        unit = self.timer.tokens_per_step == 1.0  # one token a step: cum is 1, 2, 3, ...
+        k = min(first, MAX_RUN) if unit else min(int(cum.searchsorted(first)) + 1, MAX_RUN)  # the first finish
         if not self.reserve and N * (int(cum[k - 1]) // bs + 1) > self.free:
             # pages taken after each step: a request at kv (kv % bs = r) holding ceil(kv / bs) pages
             # takes ceil((r + cum_j) / bs) - ceil(r / bs) more after step j; count requests by r
@@ -299,10 +302,14 @@ class Scheduler:
             # stop at the step during which the next request arrives (it can then be admitted);
             # steps only get longer as contexts grow, so the first step's time bounds the count
             t_arr = self.arrive[self.incoming[0]] - self.clock
-            k = min(k, max(int(t_arr / (self.timer.decode_s(kv) + extra)) + 1, 1))
-        ahead = np.empty(k)  # tokens each has emitted before each step
-        ahead[0] = 0.0
-        ahead[1:] = cum[:k - 1]
+            if k > 64:  # a long run: price only the steps before the arrival can land
+                k = min(k, max(int(t_arr / (self.timer.decode_s(kv) + extra)) + 1, 1))
+        if unit:
+            ahead = _AHEAD[:k]  # tokens each has emitted before each step
+        else:
+            ahead = np.empty(k)
+            ahead[0] = 0.0
+            ahead[1:] = cum[:k - 1]
         times, shares = self.timer.decode_run(kv, ahead)
         cum_t = (times + extra if extra else times).cumsum()
         if arrival:
@@ -316,8 +323,10 @@ class Scheduler:
         kv += emitted
         rem -= emitted
         if not self.reserve:
-            new_pages = -(-kv // bs) - sp
-            self.free -= int(_sum(new_pages)) - int(_sum(pages))
+            new_pages = (kv + (bs - 1)) // bs  # ceil(kv / bs), the shared prefix's pages not the request's
+            if sp:
+                new_pages -= sp
+            self.free -= int(_sum(new_pages - pages))
             pages[:] = new_pages
         self.j += k
         if first <= emitted:

@@ -39,6 +39,11 @@ class DecodeLine:
 
     def run(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(step times [k], shares [3, k]) of steps at total contexts ``u`` [k]."""
+        u = np.asarray(u, float)
+        lo = bisect_left(self.bp_list, float(np.minimum.reduce(u, axis=None)))
+        if lo == bisect_left(self.bp_list, float(np.maximum.reduce(u, axis=None))):
+            # every step on one piece (a run's usual case): its coefficients broadcast, no gathers
+            return self.t0_list[lo] + self.t1_list[lo] * u, self.s0[:, lo, None] + self.s1[:, lo, None] * u
         p = np.searchsorted(self.bp, u)
         return self.t0[p] + self.t1[p] * u, self.s0[:, p] + self.s1[:, p] * u
 

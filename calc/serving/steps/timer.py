@@ -73,6 +73,34 @@ def _phase(new) -> str:
     return "prefill" if np.size(new) else "decode"
 
 
+def _one(sm: StepModel, kv, chunk=(), past=(), rows: int = 1, decode_rows: int = 1, logits=1):
+    """sm.time_and_shares(StepFeatures.one(...)) of one step. A model whose layers are all global
+    (the scheduler's usual case) has its feature vector (StepModel.vector's layout, one window)
+    built here in scalars with StepFeatures.one's arithmetic, skipping the dataclass (test_stepmodel
+    checks the two agree)."""
+    phase = "prefill" if chunk else "decode"
+    if sm.windows != (None,):
+        return sm.time_and_shares(StepFeatures.one(sm.windows, kv, chunk, past, rows, decode_rows, logits), phase)
+    N = float(kv.size)
+    s = float(np.add.reduce(kv)) if N else 0.0
+    r = float(rows)
+    dp, dr = r * s + N * r * (r + 1) / 2, s + N * r
+    tokens = logit_rows = dtok = N * r
+    dseq, cseq, ctok, cp, cr, cpr = N, 0.0, 0.0, 0.0, 0.0, 0.0
+    for c, p in zip(chunk, past, strict=True):
+        c, p = float(c), float(p)
+        tokens += c
+        logit_rows += min(c, logits)
+        pairs = c * p + c * (c + 1) / 2  # calc.serving.steps.stepmodel._pairs, no window
+        if c <= decode_rows:
+            dseq, dtok, dp, dr = dseq + 1.0, dtok + c, dp + pairs, dr + (p + c)
+        else:
+            cseq, ctok, cp, cr, cpr = cseq + 1.0, ctok + c, cp + pairs, cr + (p + c), cpr + pairs / c
+    x = np.array([1.0, tokens, logit_rows, sm._experts(tokens), dseq, dtok, min(dseq, 1.0), cseq, ctok,
+                  min(cseq, 1.0), dp, dr, cp, cr, cpr])
+    return sm._one(x, phase)
+
+
 @dataclass(frozen=True)
 class PlainTimer:
     steps: StepModel
@@ -98,9 +126,7 @@ class PlainTimer:
         return self.one(kv)[0] if line is None else line.time(float(np.add.reduce(kv)))
 
     def one(self, kv, chunk=(), past=()):
-        sm = self.steps
-        return sm.time_and_shares(StepFeatures.one(sm.windows, kv, chunk, past, logits=self.logits),
-                                  "prefill" if chunk else "decode")
+        return _one(self.steps, kv, chunk, past, logits=self.logits)
 
     def chunk_features(self, new, past, weight=None):
         return (self.steps.features(new, past, weight, self.logits),)
@@ -155,14 +181,13 @@ class SpecTimer:
 
     def one(self, kv, chunk=(), past=()):
         t, d, k = self.target, self.draft, self.k
-        phase = "prefill" if chunk else "decode"
-        vt, vs = t.time_and_shares(StepFeatures.one(t.windows, kv, chunk, past, k + 1, k + 1, self.logits), phase)
-        f1, s1 = d.time_and_shares(StepFeatures.one(d.windows, kv, chunk, past, logits=self.logits), phase)
+        vt, vs = _one(t, kv, chunk, past, k + 1, k + 1, self.logits)
+        f1, s1 = _one(d, kv, chunk, past, logits=self.logits)
         if not chunk:  # k decode passes
             return vt + k * f1, vs + k * s1
         if not kv.size:  # the draft prefills the chunks; nothing decodes
             return vt + f1, vs + s1
-        fr, sr = d.time_and_shares(StepFeatures.one(d.windows, kv), "decode")
+        fr, sr = _one(d, kv)
         return vt + f1 + (k - 1) * fr, vs + s1 + (k - 1) * sr
 
     def chunk_features(self, new, past, weight=None):

@@ -51,3 +51,14 @@ def test_imbalance_skews_the_busiest_gpu():
     # rho = 2 at EP2: each of the busiest GPU's 4 experts picked with probability min(1, 2 x 2 / 8) = 1/2
     assert float(busiest_experts(8, 2, 2, 1, 2.0)) == pytest.approx(4 * (1 - 0.5))
     assert float(busiest_experts(8, 2, 2, 3, 2.0)) == pytest.approx(4 * (1 - 0.5**3))
+
+
+def test_one_token_count_in_scalars_is_the_array_path():
+    """The scheduler's one-step path (a float) gives what the array path gives at that count, to the
+    last bit (np.power, np.interp on the table), with and without EP and a skewed router."""
+    for E, k, ep in ((8, 2, 1), (8, 2, 2), (64, 6, 4), (256, 8, 8)):
+        for imbalance in (1.0, 1.3):
+            for t in (0.0, 1.0, 2.0, 2.5, 17.0, 63.25, 400.0, 8192.0):
+                one = busiest_experts(E, k, ep, t, imbalance)
+                assert isinstance(one, float)
+                assert one == float(busiest_experts(E, k, ep, np.asarray(t), imbalance))

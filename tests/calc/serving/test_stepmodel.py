@@ -19,6 +19,7 @@ from calc.cost.roofline import bound_of
 from calc.cost.speculative import SpecConfig, draft_efficiency
 from calc.serving.replica.capacity import Replica
 from calc.serving.steps.stepmodel import StepFeatures
+from calc.serving.steps.timer import _one as _one_step
 from calc.spec.catalog import load_hardware, load_model
 from calc.spec.workload import Serving
 
@@ -71,6 +72,14 @@ def test_step_model_is_the_cost_model(i, steps, k):
                            new[~dec].tolist(), past[~dec].tolist(), rows, rows) if np.all(new[dec] == rows) else None
     if one is not None:
         assert float(sm.time(one, phase)) == pytest.approx(exact, rel=1e-9)
+        # ... and the timer's one-step path (its feature vector built in scalars when every layer
+        # is global) is that StepFeatures path to the last bit, shares included
+        kv = past[dec & (new == rows)] if verifying else past[dec]
+        chunk, cpast = new[~dec].tolist(), past[~dec].tolist()
+        t, shares = _one_step(sm, kv, chunk, cpast, rows, rows)
+        want_t, want_shares = sm.time_and_shares(StepFeatures.one(sm.windows, kv, chunk, cpast, rows, rows),
+                                                 "prefill" if chunk else "decode")
+        assert t == want_t and np.array_equal(shares, want_shares)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
