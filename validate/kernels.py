@@ -111,21 +111,22 @@ ROTATE_BYTES = 128 * 2**20  # CPU: cycle through weight copies of this many byte
 
 def matmul_table(dtype, axes, device, timed, prov) -> KernelTable:
     """F.linear over the grid. On CPU each call takes the next of several copies of the weight, as
-    a model's layers each read their own from memory (one copy would sit in the cache)."""
+    a model's layers each read their own from memory (one copy would sit in the cache). The copies
+    are views into one pool of random values, drawn once and grown only for a larger need: drawing
+    them afresh for every cell was most of a quick profile's matmul tables."""
     dt = TORCH_DTYPES[dtype]
-    secs, weights = [], {}
+    secs, pool = [], None
     for c in _cells(axes):
         if timed.skip():  # re-measuring other cells: this one keeps its time
             secs.append(timed(None))
             continue
-        key = (c["K"], c["N"])
-        if key not in weights:
-            weights.clear()  # one shape's weights at a time: the largest are hundreds of MB
-            one = c["K"] * c["N"] * TORCH_DTYPES[dtype].itemsize
-            n = 1 if device.startswith("cuda") else max(1, min(64, -(-ROTATE_BYTES // one)))
-            first = torch.randn(c["N"], c["K"], dtype=dt, device=device)
-            weights[key] = [first] + [first.clone() for _ in range(n - 1)]  # copies: memory, not values, matters
-        ws = weights[key]
+        one = c["K"] * c["N"]
+        n = 1 if device.startswith("cuda") else max(1, min(64, -(-ROTATE_BYTES // (one * dt.itemsize))))
+        stride = -(-one // 64) * 64  # each copy starts 64 elements aligned
+        if pool is None or pool.numel() < stride * n:
+            pool = None  # the old pool goes before the new one is drawn
+            pool = torch.randn(stride * n, dtype=dt, device=device)
+        ws = [pool[i * stride:i * stride + one].view(c["N"], c["K"]) for i in range(n)]
         x = torch.randn(c["M"], c["K"], dtype=dt, device=device)
         turn = iter(range(1 << 62))
 
