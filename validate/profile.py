@@ -71,9 +71,11 @@ def run_profile(device: str, out: Path, threads: int | None = None, quick: bool 
     """Probe, measure every table, fit and write. Returns (the profile as loaded, its path, probe, seconds)."""
     from . import kernels as km
     from . import probes
-    from .timing import _cpu_busy_s, busy_cores, check_device
+    from .timing import _cpu_busy_s, busy_cores, check_device, idle_threads
 
     torch = check_device(device)
+    if threads is None and not device.startswith("cuda"):
+        threads = idle_threads(say)
     if threads is not None:
         if device.startswith("cuda"):
             raise SpecError("--threads", None, "sets CPU threads; it does not apply to --device cuda")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from calc.core.errors import SpecError
@@ -203,9 +203,12 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
             if opts.impl != "hf" or len(specs) == 1:
                 raise
     device, cuda = opts.device, opts.device.startswith("cuda")
+    if opts.threads is not None and cuda:
+        raise SpecError("--threads", None, "sets CPU threads; it does not apply to --device cuda")
+    auto_threads = opts.threads is None and not cuda
+    if auto_threads:
+        opts = replace(opts, threads=timing.idle_threads(say))  # None: every core is idle
     if opts.threads is not None:
-        if cuda:
-            raise SpecError("--threads", None, "sets CPU threads; it does not apply to --device cuda")
         torch.set_num_threads(opts.threads)
     threads = None if cuda else torch.get_num_threads()  # torch's default unless --threads
     name = probes_mod.device_name(device)
@@ -224,6 +227,9 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
 
     # 1. the kernel profile (never sees the held-out models' widths)
     state = Run(opts, specs, load_hardware(base_ref) if base_ref else None, kernel_hw, name, threads)
+    if auto_threads and opts.threads is not None:
+        state.notes.append(f"other programs kept cores busy at the start: timed with {opts.threads} thread(s) on the "
+                           "idle cores, not torch's default (--threads N chooses)")
     if kernel_hw is None:
         from .profile import run_profile
 

@@ -121,6 +121,7 @@ def synchronizer(device: str) -> Callable[[], None]:
 
 CONTENDED_SHARE = 0.85
 BUSY_CORES = 0.2
+BUSY_THREADS = 0.5  # cores other programs keep busy before a CPU run leaves them their cores
 
 
 def _cpu_busy_s() -> tuple[float, float] | None:
@@ -134,6 +135,23 @@ def _cpu_busy_s() -> tuple[float, float] | None:
     busy = (sum(fields[:8]) - fields[3] - fields[4]) / hz  # all but idle and iowait
     t = os.times()
     return busy, t.user + t.system
+
+
+def idle_threads(say=print, sample_s: float = 0.5) -> int | None:
+    """Threads for a CPU run that asked for none: when other programs keep at least BUSY_THREADS of a
+    core busy (measured over ``sample_s``), the idle cores' count, said in one line; else None
+    (torch's default, every core). A thread team on a core another program holds waits at its
+    barriers for that core's time slices: tables and passes then time the scheduler, not the kernels."""
+    cores = os.cpu_count() or 1
+    before, t0 = _cpu_busy_s(), time.perf_counter()
+    time.sleep(sample_s)
+    others = busy_cores(before, _cpu_busy_s(), time.perf_counter() - t0)
+    if others is None or others < BUSY_THREADS or cores < 2:
+        return None
+    threads = max(1, cores - math.ceil(others - BUSY_THREADS))
+    say(f"other programs keep {others:.1f} of {cores} CPU cores busy: timing with {threads} thread"
+        f"{'s' if threads > 1 else ''} on the idle cores (--threads N to choose)")
+    return threads
 
 
 def busy_cores(before, after, wall_s: float) -> float | None:
