@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from calc.cli.app import app
-from calc.spec.bands import load_bands
+from calc.spec.bands import load_bands, metric_family
 
 runner = CliRunner()
 ARGS = ["--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--batch", "4", "--prompt-len", "1024",
@@ -22,19 +22,30 @@ def run(*args):
     return r.output
 
 
+def widened(table, group: str, key: str) -> tuple[float, float]:
+    """(log_lo, log_hi) of a stored group widened by the table's factor for ``key`` (family/load level,
+    else "all"): the half-width about the centre times the factor."""
+    b = table.groups[group]
+    f = table.widen.get(key, table.widen.get("all", 1.0))
+    mid, half = (b.log_lo + b.log_hi) / 2, (b.log_hi - b.log_lo) / 2
+    return mid - f * half, mid + f * half
+
+
 def test_estimate_json_carries_bands_by_the_stated_arithmetic():
     d = json.loads(run("estimate", *ARGS, "--format", "json"))
     table = load_bands()
     band = d["band"]
     assert band["coverage"] == 0.8 and band["quantiles"] == [0.1, 0.9]
-    for name, key in (("ttft_s", "ttft_band_s"), ("tpot_s", "tpot_band_s"), ("e2e_s", "e2e_band_s")):
-        b = table.groups[band["by_prediction"][name]["group"]]
-        # a time: measured = predicted / e^r, r between the group's log_lo and log_hi
-        assert d[key] == pytest.approx([d[name] * math.exp(-b.log_hi), d[name] * math.exp(-b.log_lo)])
-        assert band["by_prediction"][name]["rows"] == b.rows >= table.min_rows
-    b = table.groups[band["by_prediction"]["output_tokens_per_s"]["group"]]
+    for name, key, family in (("ttft_s", "ttft_band_s", "ttft"), ("tpot_s", "tpot_band_s", "decode"),
+                              ("e2e_s", "e2e_band_s", "e2e")):
+        group = band["by_prediction"][name]["group"]
+        lo, hi = widened(table, group, f"{family}/pass")  # one pass at a fixed batch
+        # a time: measured = predicted / e^r, r between the widened log_lo and log_hi
+        assert d[key] == pytest.approx([d[name] * math.exp(-hi), d[name] * math.exp(-lo)])
+        assert band["by_prediction"][name]["rows"] == table.groups[group].rows >= table.min_rows
+    lo, hi = widened(table, band["by_prediction"]["output_tokens_per_s"]["group"], "throughput/pass")
     x = d["output_tokens_per_s"]
-    assert d["output_tokens_band_per_s"] == pytest.approx([x * math.exp(b.log_lo), x * math.exp(b.log_hi)])
+    assert d["output_tokens_band_per_s"] == pytest.approx([x * math.exp(lo), x * math.exp(hi)])
     assert d["prefill"]["time_band_s"] == d["ttft_band_s"]  # TTFT is the prefill time (no sampling term here)
     assert band["rows"] == min(v["rows"] for v in band["by_prediction"].values())
     assert band["group"] in table.groups
@@ -94,11 +105,12 @@ def test_compare_says_whether_each_measurement_falls_inside_its_band():
         if m["predicted"] is None:
             assert m["band"] is None and m["inside"] is None
             continue
-        b = table.groups[m["band_group"]]
+        # 16 clients in flight: load level medium (4 < 16 <= 32)
+        r_lo, r_hi = widened(table, m["band_group"], f"{metric_family(m['metric'])}/medium")
         x = m["predicted"]
-        lo, hi = ((x * math.exp(b.log_lo), x * math.exp(b.log_hi)) if "_per_s" in m["metric"]
-                  else (x * math.exp(-b.log_hi), x * math.exp(-b.log_lo)))
-        assert m["band"] == pytest.approx([lo, hi]) and m["band_rows"] == b.rows
+        lo, hi = ((x * math.exp(r_lo), x * math.exp(r_hi)) if "_per_s" in m["metric"]
+                  else (x * math.exp(-r_hi), x * math.exp(-r_lo)))
+        assert m["band"] == pytest.approx([lo, hi]) and m["band_rows"] == table.groups[m["band_group"]].rows
         assert m["inside"] == (lo <= m["measured"] <= hi)
         inside.append(m["inside"])
     assert d["summary"]["banded"] == len(inside) and d["summary"]["inside_band"] == pytest.approx(
