@@ -233,8 +233,9 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
     if kernel_hw is None:
         from .profile import run_profile
 
+        # the thread count chosen above (the busy-core check ran once), not a second check
         held = tuple(m for m in opts.models) + tuple(s.name.split("@")[0] for s in specs)
-        kernel_hw, path, probe, state.profile_s = run_profile(device, out, opts.threads, opts.quick, dtypes, held,
+        kernel_hw, path, probe, state.profile_s = run_profile(device, out, threads, opts.quick, dtypes, held,
                                                               say, filename="calibrated.yaml")
         state.kernel, state.probes = kernel_hw, probe
         state.spent["kernel profile"] = state.profile_s

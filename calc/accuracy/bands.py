@@ -178,15 +178,8 @@ def widening(res, min_rows: int = MIN_ROWS, min_sources: int = MIN_SOURCES) -> d
     the factor |r - centre| / half-width to fall inside, and a key's factor is the COVERAGE
     quantile of its rows' needs, source-weighted. A key with fewer than ``min_rows`` such rows
     or ``min_sources`` sources takes the factor of all rows ("all")."""
-    need: list[tuple[Residual, float]] = []
-    for s in sorted({r.source for r in res}):
-        groups = _groups([r for r in res if r.source != s], min_rows, min_sources)
-        table = BandTable(groups=groups)
-        for r in res:
-            found = table.lookup(r.regime) if r.source == s else None
-            if found is not None:
-                mid, half = (found.band.log_lo + found.band.log_hi) / 2, (found.band.log_hi - found.band.log_lo) / 2
-                need.append((r, abs(r.log_ratio - mid) / max(half, 1e-12)))
+    need = [(c.residual, abs(c.residual.log_ratio - c.found.band.log_centre) / max(c.found.band.log_half, 1e-12))
+            for c in held_out_check(res, min_rows, min_sources) if c.found is not None]
     by_key: dict[str, list[tuple[Residual, float]]] = defaultdict(list)
     for r, x in need:
         by_key[r.regime.scale_key].append((r, x))

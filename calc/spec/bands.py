@@ -151,11 +151,20 @@ class Band(SpecModel):
         lo, hi = self.interval(1.0, rate)
         return float(hi - lo) / 2
 
+    @property
+    def log_centre(self) -> float:
+        return (self.log_lo + self.log_hi) / 2
+
+    @property
+    def log_half(self) -> float:
+        """Half the band's width in log space (what a widening multiplies)."""
+        return (self.log_hi - self.log_lo) / 2
+
     def widened(self, factor: float) -> Band:
         """The band with its half-width (in log space, about its centre) times ``factor``."""
         if factor == 1.0:
             return self
-        mid, half = (self.log_lo + self.log_hi) / 2, (self.log_hi - self.log_lo) / 2 * factor
+        mid, half = self.log_centre, self.log_half * factor
         return self.model_copy(update={"log_lo": mid - half, "log_hi": mid + half})
 
 
