@@ -62,8 +62,10 @@ def curve_terms(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, kerne
         if op.name != ROUTED_EXPERTS:  # a grouped GEMM's N and K tiles span its experts
             f = f * saturation(op.out_features, g.n_half) * saturation(op.in_features, g.k_half)
         compute = op.flops / (peak * g.compute * rc * eff.compute_scale * np.maximum(f, 1e-12))
-        memory = op.bytes / (bw * g.memory * rm * eff.memory_scale)
-        return compute, memory, np.float64(kernels * (g.fixed_us + extra_us) * MICRO)
+        stream = bw * g.memory * rm * eff.memory_scale
+        # a dequantising kernel (wo.dequant_bytes per weight) runs before the GEMM, adding its traffic
+        extra = wo.dequant_bytes * op.weight_bytes / dt.weight_bytes_per_param() / stream if wo is not None else 0.0
+        return compute, op.bytes / stream, np.float64(kernels * (g.fixed_us + extra_us) * MICRO) + extra
     if op.kind == "attention":
         pre, dec = c.prefill_attention, c.decode_attention
         T = np.asarray(op.rows, dtype=float)

@@ -36,6 +36,8 @@ class Efficiency:
     attention: float = 1.0
     by_dtype: tuple[tuple[str, Efficiency], ...] = ()
     gemm_m_half: float = 0.0  # tokens: matmul efficiency x M / (M + m_half)
+    gemv_max_rows: int = 0  # matmuls of at most this many rows run as matrix-vector kernels (EngineSpec)
+    fp16_accumulate: bool = False  # fp16 GEMMs accumulate in fp16 (EngineSpec.fp16_accumulate)
     memory_half_bytes: float = 0.0  # bytes: stream efficiency x b / (b + half), per kernel
     engine: str | None = None  # the preset applied, if any
     request_overhead_s: float = 0.0  # per request, outside the model (serving stack); never in TTFT
@@ -112,7 +114,8 @@ class Efficiency:
             compute=self.compute * preset.compute_scale, memory=self.memory * preset.memory_scale, by_dtype=(),
             compute_scale=preset.compute_scale, memory_scale=preset.memory_scale, curves=curves,
             kernel_counts=tuple(preset.kernels.items()), custom_allreduce=preset.custom_allreduce,
-            weight_only=tuple(preset.weight_only.items()),
+            weight_only=tuple(preset.weight_only.items()), gemv_max_rows=preset.gemv_max_rows,
+            fp16_accumulate=preset.fp16_accumulate,
         )
 
     def with_step_overhead(self, seconds: float) -> Efficiency:

@@ -15,8 +15,10 @@ with kernel curves fitted to measured kernels (efficiency.kernels) times GEMMs, 
 and streaming kernels by those instead (calc.cost.curves), plus kernels * the preset's
 launch cost. ``kernels`` is the engine's kernel set's count for the operator. Weight-only GEMMs
 (int8/int4/fp4 weights, 16-bit activations) under a preset with a measured weight-only kernel
-(EngineSpec.weight_only) take its compute and memory fractions times the 16-bit ones and its
-fixed time per kernel, on curves and on the efficiency model alike.
+(EngineSpec.weight_only) take its compute and memory fractions times the 16-bit ones, its
+fixed time per kernel and its dequantising kernel's traffic (run before the GEMM), on curves and on the efficiency model
+alike; under a preset with matrix-vector kernels (EngineSpec.gemv_max_rows), matmuls of that
+few rows stream their weights as stored, with no small-M tile penalty and no weight-only kernel.
 
 An operator's bound is whichever of its two terms won; a pass's is where its time goes (the
 largest of its seconds in compute-bound operators, memory-bound ones and collectives:
@@ -30,7 +32,7 @@ from functools import cached_property
 
 import numpy as np
 
-from calc.core.units import MICRO
+from calc.core.units import MICRO, TERA
 from calc.cost.curves import curve_terms
 from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
@@ -42,10 +44,13 @@ from calc.spec.hardware import HardwareSpec
 BOUNDS = np.array(["compute", "memory", "communication"])  # what bounds a pass, by bound_code
 
 
-def peak_for(hw: HardwareSpec, dt: Dtypes, peak: str) -> float:
-    """FLOP/s roof for an operator class: matmul at the compute dtype, attention at its
-    own (16-bit) dtype, elementwise ("vector") at fp32 without tensor cores."""
+def peak_for(hw: HardwareSpec, dt: Dtypes, peak: str, fp16_accumulate: bool = False) -> float:
+    """FLOP/s roof for an operator class: matmul at the compute dtype (fp16 GEMMs that
+    accumulate in fp16 at the profile's fp16_accumulate_tflops, where it states one), attention
+    at its own (16-bit) dtype, elementwise ("vector") at fp32 without tensor cores."""
     if peak == "matmul":
+        if fp16_accumulate and dt.compute == "fp16" and hw.fp16_accumulate_tflops:
+            return max(hw.fp16_accumulate_tflops * TERA, hw.peak_flops_per_s("fp16"))
         return hw.peak_flops_per_s(dt.compute)
     if peak == "attention":
         return hw.peak_flops_per_s(dt.attention_compute)
@@ -101,22 +106,40 @@ def op_time(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, link: Lin
     eff = eff.for_dtype(dt.compute)
     kernels = eff.kernels_of(op)
     if eff.curves is not None:
-        terms = curve_terms(op, hw, dt, eff, kernels, peak_for(hw, dt, op.peak))
+        terms = curve_terms(op, hw, dt, eff, kernels, peak_for(hw, dt, op.peak, eff.fp16_accumulate))
         if terms is not None:
             compute, memory, fixed = terms
             return OpTime(op, compute, memory, fixed + kernels * eff.kernel_overhead_s)
     share = eff.attention if op.kind == "attention" else 1.0
-    wo = eff.weight_only_for(dt) if op.kind == "linear" else None
-    rc, rm, extra_s = (wo.compute, wo.memory, wo.fixed_us * MICRO) if wo is not None else (1.0, 1.0, 0.0)
-    compute = op.flops / (peak_for(hw, dt, op.peak) * eff.compute * share * rc)
-    if eff.gemm_m_half and op.kind == "linear":
-        # a GEMM of M rows reaches compute x M / (M + m_half): small-M tiles run mostly empty
-        compute = compute * (1.0 + eff.gemm_m_half / np.maximum(op.rows, 1e-9))
+    rc, rm, extra_s, extra_bytes, tile = _gemm_terms(op, dt, eff)
+    compute = op.flops / (peak_for(hw, dt, op.peak, eff.fp16_accumulate) * eff.compute * share * rc) * tile
     # a kernel moving b bytes reaches memory x b / (b + half): its time gains half / bandwidth
     moved = op.bytes + kernels * eff.memory_half_bytes
-    memory = moved / (hw.memory_bandwidth_bytes_per_s * eff.memory * share * rm)
-    overhead = np.float64(kernels * (eff.kernel_overhead_s + extra_s))
-    return OpTime(op, compute, memory, overhead)
+    bw = hw.memory_bandwidth_bytes_per_s * eff.memory * share * rm
+    # a dequantising kernel runs before its GEMM: its traffic adds to the GEMM's time
+    overhead = np.float64(kernels * (eff.kernel_overhead_s + extra_s)) + extra_bytes / bw
+    return OpTime(op, compute, moved / bw, overhead)
+
+
+def _gemm_terms(op: OpCost, dt: Dtypes, eff: Efficiency):
+    """(compute fraction, memory fraction, fixed s per kernel, extra bytes, compute-time factor) a
+    matmul's kernel adds on the efficiency model: a GEMM of M rows reaches compute x M / (M +
+    m_half) (small-M tiles run mostly empty), and a weight-only GEMM its kernel's fractions, fixed
+    time and dequantisation traffic; a matrix-vector kernel (M <= the preset's gemv_max_rows)
+    neither: it streams the weights as stored. Other operators: (1, 1, 0, 0, 1)."""
+    if op.kind != "linear":
+        return 1.0, 1.0, 0.0, 0.0, 1.0
+    wo = eff.weight_only_for(dt)
+    rc, rm, extra_s, extra_bytes = 1.0, 1.0, 0.0, 0.0
+    if wo is not None:
+        rc, rm, extra_s = wo.compute, wo.memory, wo.fixed_us * MICRO
+        extra_bytes = wo.dequant_bytes * op.weight_bytes / dt.weight_bytes_per_param()
+    tile = 1.0 + eff.gemm_m_half / np.maximum(op.rows, 1e-9) if eff.gemm_m_half else 1.0
+    if not eff.gemv_max_rows:
+        return rc, rm, extra_s, extra_bytes, tile
+    gemm = np.asarray(op.rows) > eff.gemv_max_rows
+    return (np.where(gemm, rc, 1.0), np.where(gemm, rm, 1.0), np.where(gemm, extra_s, 0.0),
+            np.where(gemm, extra_bytes, 0.0), np.where(gemm, tile, 1.0))
 
 
 def _measured(op: OpCost, hw: HardwareSpec, dt: Dtypes, t: np.ndarray, link: Link) -> OpTime:

@@ -37,6 +37,9 @@ class WeightOnlyKernel(SpecModel):
     m_half: float = Field(ge=0)
     memory: float = Field(gt=0, le=1)
     fixed_us: float = Field(ge=0)
+    # Bytes moved per weight beyond reading the quantised weights, by kernel families that
+    # dequantise into a 16-bit copy and run a 16-bit GEMM on it: 4 (write 2 B, read 2 B back).
+    dequant_bytes: float = Field(default=0.0, ge=0)
 
 
 class EngineSpec(SpecModel):
@@ -74,6 +77,13 @@ class EngineSpec(SpecModel):
     # Whether the profile's measured kernel curves (vendor GEMM libraries, FlashAttention) time
     # this engine's kernels; false for engines with their own matmul kernels (llama.cpp).
     kernel_curves: bool = True
+    # Matmuls of at most this many rows (tokens) run as the engine's matrix-vector kernels
+    # (llama.cpp's MMVQ): they stream the weights as stored, with no tensor-core tile to fill
+    # (no small-M penalty) and no weight-only GEMM (weight_only applies above). 0: none.
+    gemv_max_rows: int = Field(default=0, ge=0)
+    # fp16 GEMMs accumulate in fp16 (cuBLAS CUBLAS_COMPUTE_16F): they run at the profile's
+    # fp16_accumulate_tflops where it states one (GeForce cards: twice the FP32-accumulate rate).
+    fp16_accumulate: bool = False
     # The engine's scheduler (calc.spec.scheduler): its values, rules by GPU memory, and the
     # engine's own argument names for them (``name: field`` or ``name: {field, values, scale}``).
     scheduler: Serving = Serving()

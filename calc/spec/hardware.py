@@ -142,6 +142,10 @@ class HardwareSpec(_Spec):
     memory_reported_mib: float | None = Field(default=None, gt=0, le=lim.MAX_MEMORY_GB * GB / MiB)
     memory_bandwidth_tb_s: float = Field(gt=0, le=lim.MAX_BANDWIDTH_TB_S)
     peak_tflops: dict[str, float]
+    # Dense FP16 tensor rate with FP16 accumulate, where it beats peak_tflops' fp16 (FP32
+    # accumulate): GeForce cards run FP32 accumulate at half rate. Engines whose GEMMs
+    # accumulate in fp16 (EngineSpec.fp16_accumulate) run at it. None: the same rate.
+    fp16_accumulate_tflops: float | None = Field(default=None, gt=0, le=lim.MAX_PEAK_TFLOPS)
     l2_cache_mb: float | None = Field(default=None, gt=0, le=lim.MAX_CACHE_MB)
     interconnect: Interconnect | None = None
     pcie: PCIe | None = None

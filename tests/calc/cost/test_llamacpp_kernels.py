@@ -1,0 +1,72 @@
+"""llama.cpp's kernel set: matrix-vector kernels at small batch, fp16-accumulate cuBLAS GEMMs,
+and quantised GEMMs that dequantise to an fp16 copy first. Each number is worked by hand from
+the profile's data sheet and the preset's fields."""
+
+import numpy as np
+import pytest
+
+from calc import load_hardware
+from calc.cost.dtypes import Dtypes
+from calc.cost.efficiency import Efficiency
+from calc.cost.opcost import OpCost
+from calc.cost.roofline import op_time, peak_for
+from calc.core.units import weight_bytes_per_param
+
+K, N = 4096, 14336  # a Llama-3-8B gate projection
+F16 = Dtypes("fp16", "fp16", "fp16")
+Q4 = Dtypes("int4", "fp16", "fp16")
+
+
+def _gemm(rows: int, dt: Dtypes) -> OpCost:
+    return OpCost("mlp.gate", "linear", 1, linear_flops=np.float64(2.0 * rows * K * N),
+                  weight_bytes=np.float64(K * N * weight_bytes_per_param(dt.weight, dt.group_size)),
+                  rows=np.float64(rows), in_features=K, out_features=N)
+
+
+@pytest.fixture(scope="module")
+def rtx4090():
+    hw = load_hardware("rtx-4090").with_engine("llama.cpp")
+    return hw, Efficiency.of(hw)
+
+
+def test_fp16_gemms_accumulating_in_fp16_run_at_the_geforce_rate(rtx4090):
+    hw, _ = rtx4090
+    # RTX 4090 data sheet: FP16 tensor 330.3 TFLOP/s with FP16 accumulate, 165.2 with FP32
+    assert peak_for(hw, F16, "matmul", fp16_accumulate=True) == pytest.approx(330.3e12)
+    assert peak_for(hw, F16, "matmul") == pytest.approx(165.2e12)
+    # bf16 has no fp16-accumulate mode; an A100 runs both accumulations at its 312
+    assert peak_for(hw, Dtypes("bf16", "bf16", "bf16"), "matmul", fp16_accumulate=True) == pytest.approx(165.2e12)
+    a100 = load_hardware("a100-80gb-sxm")
+    assert peak_for(a100, F16, "matmul", fp16_accumulate=True) == pytest.approx(312e12)
+
+
+def test_batch_of_at_most_eight_runs_a_matrix_vector_kernel_without_tile_waste(rtx4090):
+    hw, eff = rtx4090
+    assert eff.gemv_max_rows == 8 and eff.gemm_m_half > 0 and eff.fp16_accumulate
+    peak = 330.3e12 * eff.compute
+    for rows in (1, 8):  # MMVQ: the FLOPs at the roof, no M / (M + m_half) factor
+        t = op_time(_gemm(rows, F16), hw, F16, eff)
+        assert float(t.compute_s) == pytest.approx(2 * rows * K * N / peak)
+    t = op_time(_gemm(16, F16), hw, F16, eff)  # a GEMM tile of 16 rows runs partly empty
+    assert float(t.compute_s) == pytest.approx(2 * 16 * K * N / peak * (1 + eff.gemm_m_half / 16))
+
+
+def test_a_quantised_gemm_above_the_vector_batch_first_writes_and_reads_an_fp16_copy(rtx4090):
+    hw, eff = rtx4090
+    bw = 1.008e12 * eff.memory  # RTX 4090: 1008 GB/s
+    launch = eff.kernel_overhead_s  # one kernel per GEMM
+    t = op_time(_gemm(512, Q4), hw, Q4, eff)
+    # the dequantising kernel writes 2 B per weight and the GEMM reads them back: 4 B x K x N
+    assert float(t.overhead_s) == pytest.approx(launch + 4 * K * N / bw)
+    f16 = op_time(_gemm(512, F16), hw, F16, eff)
+    assert float(t.compute_s) == pytest.approx(float(f16.compute_s))  # the same fp16 cuBLAS GEMM
+    # decode (1 row) streams the 4-bit weights as stored: no copy
+    assert float(op_time(_gemm(1, Q4), hw, Q4, eff).overhead_s) == pytest.approx(launch)
+
+
+def test_vendor_engines_keep_their_tiles_and_accumulation(rtx4090):
+    hw = load_hardware("rtx-4090").with_engine("vllm")
+    eff = Efficiency.of(hw)
+    assert eff.gemv_max_rows == 0 and not eff.fp16_accumulate
+    t = op_time(_gemm(1, F16), hw, F16, eff)
+    assert float(t.compute_s) == pytest.approx(2 * K * N / (165.2e12 * eff.compute) * (1 + eff.gemm_m_half))
