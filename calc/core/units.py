@@ -71,6 +71,8 @@ SCALED_WEIGHTS = GROUP_SCALED + tuple(FIXED_BLOCK)
 
 def canonical_dtype(name: str) -> str:
     """Map any accepted spelling to the canonical name; raise ValueError otherwise."""
+    if type(name) is str and name in DTYPE_BYTES:  # already canonical (the cost model's hot path)
+        return name
     key = str(name).strip().lower().replace("torch.", "")
     key = _ALIASES.get(key, key)
     if key not in DTYPE_BYTES:

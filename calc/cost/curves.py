@@ -39,6 +39,9 @@ ROUTED_EXPERTS = "moe.experts"  # calc.cost.operators.moe_ops' grouped expert GE
 
 def saturation(x, half) -> np.ndarray:
     """x / (x + half): the share of a kernel's large-size rate a size x reaches (x <= 0: unknown, 1)."""
+    if np.ndim(x) == 0:  # one scenario (the fit's and the simulator's hot path): the same arithmetic on floats
+        x = float(x)
+        return np.float64(x / max(x + half, 1e-30) if x > 0 else 1.0)
     x = np.asarray(x, dtype=float)
     return np.where(x > 0, x / np.maximum(x + half, 1e-30), 1.0)
 

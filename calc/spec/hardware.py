@@ -127,6 +127,20 @@ class ProfileEfficiency(_Spec):
         return {canonical_dtype(k): e for k, e in v.items()}
 
 
+# What a matmul at a compute dtype runs as on a chip that lacks it: the next wider dtype it has.
+_RUNS_AS = {
+    "fp4": ("fp4", "fp8", "bf16", "fp16", "fp32"),
+    "mxfp4": ("mxfp4", "fp4", "fp8", "bf16", "fp16", "fp32"),
+    "int4": ("int4", "int8", "bf16", "fp16", "fp32"),
+    "fp8": ("fp8", "bf16", "fp16", "fp32"),
+    "int8": ("int8", "bf16", "fp16", "fp32"),
+    "bf16": ("bf16", "fp16", "fp32"),
+    "fp16": ("fp16", "bf16", "fp32"),
+    "tf32": ("tf32", "fp32"),
+    "fp32": ("fp32", "tf32"),
+}
+
+
 class HardwareSpec(_Spec):
     """One accelerator (or CPU socket). Peak FLOP/s are dense, per dtype."""
 
@@ -240,18 +254,7 @@ class HardwareSpec(_Spec):
         """The dtype whose peak a matmul at ``compute_dtype`` runs at: the dtype itself, or, when
         the chip lacks it, the next wider one it has (fp8 -> bf16/fp16 -> tf32 -> fp32), as a
         kernel would run it (an A100 has no fp8: fp8 weights run bf16 matmuls)."""
-        order = {
-            "fp4": ("fp4", "fp8", "bf16", "fp16", "fp32"),
-            "mxfp4": ("mxfp4", "fp4", "fp8", "bf16", "fp16", "fp32"),
-            "int4": ("int4", "int8", "bf16", "fp16", "fp32"),
-            "fp8": ("fp8", "bf16", "fp16", "fp32"),
-            "int8": ("int8", "bf16", "fp16", "fp32"),
-            "bf16": ("bf16", "fp16", "fp32"),
-            "fp16": ("fp16", "bf16", "fp32"),
-            "tf32": ("tf32", "fp32"),
-            "fp32": ("fp32", "tf32"),
-        }[canonical_dtype(compute_dtype)]
-        for key in order:
+        for key in _RUNS_AS[canonical_dtype(compute_dtype)]:
             if key in self.peak_tflops:
                 return key
         return max(self.peak_tflops, key=self.peak_tflops.get)
