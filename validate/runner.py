@@ -205,12 +205,6 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
     device, cuda = opts.device, opts.device.startswith("cuda")
     if opts.threads is not None and cuda:
         raise SpecError("--threads", None, "sets CPU threads; it does not apply to --device cuda")
-    auto_threads = opts.threads is None and not cuda
-    if auto_threads:
-        opts = replace(opts, threads=timing.idle_threads(say))  # None: every core is idle
-    if opts.threads is not None:
-        torch.set_num_threads(opts.threads)
-    threads = None if cuda else torch.get_num_threads()  # torch's default unless --threads
     name = probes_mod.device_name(device)
     points = {s.name: grid(s, opts.mode, dtypes) for s in specs}
     avail = probes_mod.available_bytes(device)
@@ -220,6 +214,13 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
     kernel_hw = load_hardware(opts.profile) if opts.profile else None
     if kernel_hw is not None and not kernel_hw.kernel_set:
         raise SpecError("--profile", None, f"{opts.profile} points to no kernel tables (make one with roofline profile)")
+    # threads are chosen once the inputs are known good: a refused run says one line, nothing more
+    auto_threads = opts.threads is None and not cuda
+    if auto_threads:
+        opts = replace(opts, threads=timing.idle_threads(say))  # None: every core is idle
+    if opts.threads is not None:
+        torch.set_num_threads(opts.threads)
+    threads = None if cuda else torch.get_num_threads()  # torch's default unless --threads
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     say(f"roofline validate: {', '.join(s.name for s in specs)} on {device} ({name})"

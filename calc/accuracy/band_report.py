@@ -66,8 +66,8 @@ def write_bands_file(run: BandRun, path: Path) -> Path:
               "(type 6, numpy method='weibull', each publisher's rows weighing 1 in all).\n"
               f"A group is kept with >= {MIN_ROWS} rows from >= {MIN_SOURCES} publishers; a lookup falls back from "
               "family/arch/load/engine/precision/gpu to broader groups, then all,\n"
-              "and widens the band's log half-width by widen[family/load level] (calibrated on rows held "
-              "out by publisher; 'all' for any other key).")
+              "and widens the band's log half-width by widen_groups[its group], else widen[family/load level] "
+              "(calibrated on rows held out by publisher; 'all' for any other key).")
     return atomic_write(path, bands_yaml(run.table, header), "--bands-out")
 
 
@@ -118,7 +118,9 @@ def _coverage_table(checks: list[Check], title: str, key) -> str:
 
 
 def _shipped_table(table: BandTable) -> str:
-    widen = render.table([[k, f"{v:.3f}"] for k, v in table.widen.items()], ["widening by", "factor"], align="lr")
+    factors = [[f"group {k}", f"{v:.3f}"] for k, v in table.widen_groups.items()]
+    factors += [[k, f"{v:.3f}"] for k, v in table.widen.items()]
+    widen = render.table(factors, ["widening by", "factor"], align="lr")
     rows = []
     for g, b in table.groups.items():
         t_lo, t_hi = b.interval(1.0, rate=False)
@@ -152,7 +154,8 @@ rows cover a new publisher's less often than 80%. Each band's half-width (in log
 centre) is therefore widened by a factor calibrated on held-out rows: every publisher's rows are
 set against the bands of the others' residuals, a row needs the factor |r - centre| / half-width
 to fall inside, and the factor is the 0.8 quantile of those needs (publisher-weighted), per
-metric family and load level (a key with fewer than {MIN_ROWS} rows or {MIN_SOURCES}
+group the band came from where that group has {MIN_ROWS} such rows from {MIN_SOURCES} publishers
+(`widen_groups:`), else per metric family and load level (`widen:`; a key with fewer rows or
 publishers takes the factor of all rows). A factor under 1 narrows a band that over-covers.
 
 Coverage is measured on held-out rows: each publisher's rows are checked against bands built, and

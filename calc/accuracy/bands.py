@@ -171,24 +171,30 @@ def _groups(res, min_rows: int, min_sources: int) -> dict[str, Band]:
     return groups
 
 
-def widening(res, min_rows: int = MIN_ROWS, min_sources: int = MIN_SOURCES) -> dict[str, float]:
-    """The factor on each band's log half-width, by Regime.scale_key, that makes the bands cover
-    COVERAGE of rows held out by source. Each source's rows are set against the bands of the
-    other sources' residuals (an inner leave-one-source-out over ``res`` alone); a row needs
-    the factor |r - centre| / half-width to fall inside, and a key's factor is the COVERAGE
-    quantile of its rows' needs, source-weighted. A key with fewer than ``min_rows`` such rows
-    or ``min_sources`` sources takes the factor of all rows ("all")."""
-    need = [(c.residual, abs(c.residual.log_ratio - c.found.band.log_centre) / max(c.found.band.log_half, 1e-12))
+def widening(res, min_rows: int = MIN_ROWS,
+             min_sources: int = MIN_SOURCES) -> tuple[dict[str, float], dict[str, float]]:
+    """The factors on each band's log half-width that make the bands cover COVERAGE of rows held
+    out by source: by Regime.scale_key, and by the group a band came from (the finer of the two
+    where it has enough rows). Each source's rows are set against the bands of the other sources'
+    residuals (an inner leave-one-source-out over ``res`` alone); a row needs the factor |r -
+    centre| / half-width to fall inside, and a key's factor is the COVERAGE quantile of its rows'
+    needs, source-weighted. A key with fewer than ``min_rows`` such rows or ``min_sources``
+    sources has no factor (a scale key then takes that of all rows, "all")."""
+    need = [(c, abs(c.residual.log_ratio - c.found.band.log_centre) / max(c.found.band.log_half, 1e-12))
             for c in held_out_check(res, min_rows, min_sources) if c.found is not None]
     by_key: dict[str, list[tuple[Residual, float]]] = defaultdict(list)
-    for r, x in need:
-        by_key[r.regime.scale_key].append((r, x))
-    by_key["all"] = need
-    out = {}
-    for key, pairs in sorted(by_key.items()):
-        if len(pairs) >= min_rows and len({r.source for r, _ in pairs}) >= min_sources:
-            out[key] = weighted_quantile([x for _, x in pairs], source_weights([r for r, _ in pairs]), COVERAGE)
-    return out
+    by_group: dict[str, list[tuple[Residual, float]]] = defaultdict(list)
+    for c, x in need:
+        by_key[c.residual.regime.scale_key].append((c.residual, x))
+        by_group[c.found.group].append((c.residual, x))
+    by_key["all"] = [(c.residual, x) for c, x in need]
+
+    def factors(keyed):
+        return {key: weighted_quantile([x for _, x in pairs], source_weights([r for r, _ in pairs]), COVERAGE)
+                for key, pairs in sorted(keyed.items())
+                if len(pairs) >= min_rows and len({r.source for r, _ in pairs}) >= min_sources}
+
+    return factors(by_key), factors(by_group)
 
 
 def build(res: Iterable[Residual], min_rows: int = MIN_ROWS, source: str = "", min_sources: int = 1,
@@ -197,9 +203,10 @@ def build(res: Iterable[Residual], min_rows: int = MIN_ROWS, source: str = "", m
     ``min_sources`` sources, as a band of its source-weighted QUANTILES; ``calibrate``: with the
     widening that makes them cover COVERAGE of rows held out by source (``widening``)."""
     res = list(res)
-    widen = widening(res, min_rows, min_sources) if calibrate else {}
+    widen, widen_groups = widening(res, min_rows, min_sources) if calibrate else ({}, {})
     return BandTable(coverage=COVERAGE, quantiles=QUANTILES, min_rows=min_rows, min_sources=min_sources,
-                     source=source, groups=_groups(res, min_rows, min_sources), widen=widen)
+                     source=source, groups=_groups(res, min_rows, min_sources), widen=widen,
+                     widen_groups=widen_groups)
 
 
 @dataclass(frozen=True)

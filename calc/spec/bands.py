@@ -21,7 +21,7 @@ least MIN_ROWS residuals (the published bands: from at least MIN_SOURCES publish
 lookup takes the most specific stored group of the regime, so a regime with too few rows
 falls back to the next broader one, and the band says which group and how many rows it
 came from. The lookup widens the band's log half-width by the table's factor for the
-regime's scale key (its family and load level), calibrated so that bands cover
+group it came from, else for the regime's scale key (its family and load level), calibrated so that bands cover
 their 80% of rows held out by source. The published bands ship as
 calc/data/bands.yaml; a calibrated local profile carries its own (``bands:``), from its
 held-out validation (`roofline validate`).
@@ -191,13 +191,16 @@ class BandTable(SpecModel):
     # Factors on each band's log half-width by Regime.scale_key ("all": any other key), calibrated
     # so that bands cover COVERAGE of rows held out by source (calc.accuracy.bands.widening).
     widen: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
+    # The same factors by the group a band came from, where that group alone has enough held-out
+    # rows and sources: they take precedence over the scale key's.
+    widen_groups: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
 
     def lookup(self, regime: Regime) -> Found | None:
-        """The most specific stored group of the regime, widened for its scale key (None: not even
-        "all" is stored)."""
+        """The most specific stored group of the regime, widened by its group's factor, else its
+        scale key's (None: not even "all" is stored)."""
         for g in regime.groups():
             if g in self.groups:
-                factor = self.widen.get(regime.scale_key, self.widen.get("all", 1.0))
+                factor = self.widen_groups.get(g) or self.widen.get(regime.scale_key, self.widen.get("all", 1.0))
                 return Found(g, self.groups[g].widened(factor))
         return None
 

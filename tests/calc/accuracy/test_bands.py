@@ -152,6 +152,36 @@ def test_a_group_needs_its_sources():
     assert build(res, min_rows=20, min_sources=3).groups == {}  # two publishers only
 
 
+def test_each_group_takes_its_own_calibrated_factor_by_hand():
+    # Two regimes of one scale key (decode/pass), three sources each: dense rows at offsets 0, 1, 2
+    # and MoE rows at offsets 0, 3, 6 (plus 0.01 .. 0.20 within). Held out, a source's rows meet
+    # the band of the other two sources' rows of their own regime; each regime's factor is the 80%
+    # point of its own 60 needs, and the scale key's that of all 120.
+    moe = Regime("decode", "pass", "trtllm", "fp8", "hopper", "moe")
+    offsets = {DECODE: (0, 1, 2), moe: (0, 3, 6)}
+
+    def needs(regime):
+        out = []
+        for s, off in enumerate(offsets[regime]):
+            x = [o + k / 100 for t, o in enumerate(offsets[regime]) if t != s for k in range(1, 21)]
+            lo, hi = weighted_quantile(x, [1] * 40, 0.1), weighted_quantile(x, [1] * 40, 0.9)
+            out += [abs(off + k / 100 - (lo + hi) / 2) / ((hi - lo) / 2) for k in range(1, 21)]
+        return out
+
+    res = [_res(o + k / 100, f"S{s}", regime=g, rid=f"{g.arch}{s}-{k}")
+           for g, offs in offsets.items() for s, o in enumerate(offs) for k in range(1, 21)]
+    table = build(res, min_rows=20, min_sources=2, calibrate=True)
+    dense, spread = "decode/dense/pass/trtllm/fp8/hopper", "decode/moe/pass/trtllm/fp8/hopper"
+    assert table.widen_groups[dense] == pytest.approx(weighted_quantile(needs(DECODE), [1] * 60, 0.8))
+    assert table.widen_groups[spread] == pytest.approx(weighted_quantile(needs(moe), [1] * 60, 0.8))
+    assert table.widen["decode/pass"] == pytest.approx(weighted_quantile(needs(DECODE) + needs(moe), [1] * 120, 0.8))
+    # the lookup widens each band by its group's factor, not the scale key's
+    stored, found = table.groups[spread], table.lookup(moe).band
+    f, half = table.widen_groups[spread], (stored.log_hi - stored.log_lo) / 2
+    assert found.log_hi - found.log_lo == pytest.approx(2 * f * half)
+    assert table.widen_groups[spread] != pytest.approx(table.widen["decode/pass"])
+
+
 def test_widening_is_calibrated_on_held_out_sources_by_hand():
     # Three sources of 20 rows each, offsets 0, 1, 2 plus 0.01 .. 0.20 within. Held out, source 0's
     # rows meet the band of sources 1 and 2 (the type-6 10% / 90% points of their 40 rows, equal

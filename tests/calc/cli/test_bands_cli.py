@@ -23,10 +23,10 @@ def run(*args):
 
 
 def widened(table, group: str, key: str) -> tuple[float, float]:
-    """(log_lo, log_hi) of a stored group widened by the table's factor for ``key`` (family/load level,
-    else "all"): the half-width about the centre times the factor."""
+    """(log_lo, log_hi) of a stored group widened by the table's factor for the group, else for ``key``
+    (family/load level, else "all"): the half-width about the centre times the factor."""
     b = table.groups[group]
-    f = table.widen.get(key, table.widen.get("all", 1.0))
+    f = table.widen_groups.get(group) or table.widen.get(key, table.widen.get("all", 1.0))
     mid, half = (b.log_lo + b.log_hi) / 2, (b.log_hi - b.log_lo) / 2
     return mid - f * half, mid + f * half
 
