@@ -230,3 +230,39 @@ def test_a_max_batch_that_misses_at_the_most_replicas_is_not_simulated_at_fewer(
     search = Search(wl, None, p.dtypes)
     at_one = search.trial(Option(t64.replica.hw, 1, 64, None), t64.replica, t64.saturation, 1)
     assert search.sims == 1 and not at_one.meets and at_one.stats["tpot_p99"] > 0.008
+
+
+SIBLINGS = """\
+name: siblings
+model: llama-3.1-8b
+hardware: [h100-sxm]
+arrival: {rate_per_s: 40}
+prompt_len: {dist: fixed, value: 1024}
+output_len: {dist: fixed, value: 129}
+slo: {tpot_p99_s: 0.02, ttft_p99_s: 0.5}
+tp: [1]
+max_batch: [16, 32]
+max_gpus: 8
+requests: 200
+"""
+
+
+def test_another_max_batchs_fewest_replicas_leads_the_search_but_never_decides_it(tmp_path):
+    """Max batch 32 (the cheaper lower bound) meets at 3 replicas, its closed-form lower bound. Max
+    batch 16 cannot keep up below 4, so its search starts at 4 (3 raised to its lower bound), misses,
+    and meets at 4 + 1 = 5: two runs. Searched alone it runs the closed-form guess 4, then the most
+    replicas allowed (8), then bisects 6 and 5: the same answer from four runs."""
+    from calc.serving.planner.planresult import Option
+    from calc.serving.planner.search import Search
+
+    wl = load_workload(write(tmp_path, SIBLINGS))
+    p = plan(wl)
+    o16, o32 = [o for o in p.options if o.max_batch]
+    assert [(t.replicas, t.meets) for t in o32.trials] == [(3, True)] and o32.lower_bound_replicas == 3
+    assert [(t.replicas, t.meets) for t in o16.trials] == [(4, False), (5, True)] and o16.lower_bound_replicas == 4
+    assert p.simulations == 3
+    t = o16.best
+    alone, search = Option(t.replica.hw, 1, 16, None), Search(wl, None, p.dtypes)
+    search.fewest_replicas(alone, t.replica, t.saturation, 4, 8)
+    assert [t.replicas for t in alone.trials] == [4, 8, 6, 5] and alone.best.replicas == 5
+    assert alone.best.stats == t.stats  # the same run: the order of the runs changes no result
