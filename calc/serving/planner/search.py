@@ -35,6 +35,7 @@ class Search:
         self.sims = 0
         self.done: dict[tuple, list[Trial]] = {}  # (hardware, TP, chunk, speculating, replicas) -> trials
         self.fewest: dict[tuple, int | None] = {}  # the same with replicas 0 -> the last max batch's fewest R (None: none met)
+        self.missed: dict[tuple, bool] = {}  # (hardware, engine preset) -> whether the last option searched on it missed
         self.speculative = speculative_config(wl, dt)
 
     def choices(self):
@@ -115,25 +116,27 @@ class Search:
         fewest replicas at GUESS_UTIL), then hi, then bisection. When another max batch of the same
         replica has been searched, its outcome leads: its fewest R (within [lo, hi]) and the counts either side of it
         (the same replica under another cap usually needs about as many), or hi first when it missed
-        even there (a hopeless option then costs one run, not two)."""
+        even there, or when the last option searched on the same GPU did (a hopeless option then costs
+        one run, not two)."""
         guess = lo
         if self.arrival.rate_per_s is not None:
             need = self.arrival.rate_per_s / (GUESS_UTIL * sat.requests_per_s * rep.pp)
             guess = min(max(lo, math.ceil(need)), hi)
+        sibling, gpu = _key(rep, 0), _key(rep, 0)[:2]
         if guess < hi:
             top = self.reuse(opt, rep, sat, hi, keep=False)
             if top is not None and not top.meets:
                 if all(t is not top for t in opt.trials):
                     opt.trials.append(top)
+                self.fewest[sibling], self.missed[gpu] = None, True
                 return  # the most replicas allowed miss already (another max batch's run): fewer miss too
-        sibling = _key(rep, 0)
-        if sibling not in self.fewest:
-            first = [guess]
-        elif (before := self.fewest[sibling]) is None:
-            first = [hi, guess]
-        else:
+        if sibling in self.fewest and (before := self.fewest[sibling]) is not None:
             b = min(max(before, lo), hi)
             first = [b, b - 1, b + 1]
+        elif sibling in self.fewest or self.missed.get(gpu, False):
+            first = [hi, guess]
+        else:
+            first = [guess]
         fail, ok = lo - 1, None  # the most replicas known to miss, the fewest known to meet
         while ok is None or ok - fail > 1:
             top = hi if ok is None else ok - 1
@@ -145,7 +148,7 @@ class Search:
                 break
             else:
                 fail = r
-        self.fewest[sibling] = ok
+        self.fewest[sibling], self.missed[gpu] = ok, ok is None
 
 
 def _key(rep: Replica, R: int) -> tuple:
