@@ -34,7 +34,7 @@ class Search:
         self.prefix = self.prefix_for(wl.serving_for(wl.hardware[0]).block_size)
         self.sims = 0
         self.done: dict[tuple, list[Trial]] = {}  # (hardware, TP, chunk, speculating, replicas) -> trials
-        self.fewest: dict[tuple, int | None] = {}  # the same with replicas 0 -> the last max batch's fewest R (None: none met)
+        self.fewest: dict[tuple, int | None] = {}  # the same but for EP -> the last max batch's fewest R (None: none met)
         self.missed: dict[tuple, bool] = {}  # (hardware, engine preset) -> whether the last option searched on it missed
         self.speculative = speculative_config(wl, dt)
 
@@ -113,16 +113,17 @@ class Search:
         option's at hi replicas and misses, fewer replicas miss too: nothing is simulated.
 
         Only the order of the runs is a guess, never the answer: first the closed-form guess (the
-        fewest replicas at GUESS_UTIL), then hi, then bisection. When another max batch of the same
-        replica has been searched, its outcome leads: its fewest R (within [lo, hi]) and the counts either side of it
-        (the same replica under another cap usually needs about as many), or hi first when it missed
-        even there, or when the last option searched on the same GPU did (a hopeless option then costs
-        one run, not two)."""
+        fewest replicas at GUESS_UTIL), then hi, then bisection. When another max batch or EP degree
+        of the same replica has been searched, its outcome leads: its fewest R (within [lo, hi]) and
+        the counts either side of it (the same replica under another cap usually needs about as
+        many), or hi first when it missed even there, or when the last option searched on the same
+        GPU did (a hopeless option then costs one run, not two)."""
         guess = lo
         if self.arrival.rate_per_s is not None:
             need = self.arrival.rate_per_s / (GUESS_UTIL * sat.requests_per_s * rep.pp)
             guess = min(max(lo, math.ceil(need)), hi)
-        sibling, gpu = _key(rep, 0), _key(rep, 0)[:2]
+        key = _key(rep, 0)
+        sibling, gpu = key[:5] + key[6:], key[:2]  # the same replica but for its max batch and EP
         if guess < hi:
             top = self.reuse(opt, rep, sat, hi, keep=False)
             if top is not None and not top.meets:
