@@ -266,3 +266,23 @@ def test_another_max_batchs_fewest_replicas_leads_the_search_but_never_decides_i
     search.fewest_replicas(alone, t.replica, t.saturation, 4, 8)
     assert [t.replicas for t in alone.trials] == [4, 8, 6, 5] and alone.best.replicas == 5
     assert alone.best.stats == t.stats  # the same run: the order of the runs changes no result
+
+
+def test_after_a_miss_on_a_gpu_its_next_option_tries_the_most_replicas_first(tmp_path):
+    """TP1 misses TPOT p99 8 ms at 1 replica and at 4 (max_gpus 4): two runs, as with no history.
+    On the same GPU TP2 is then tried at its most replicas (4 GPUs / 2 = 2) first, where it meets,
+    then at its closed-form guess, 1, where it meets too: its answer is 1 replica, the same one a
+    search of TP2 alone finds in one run (the order is a bet on a hopeless option, never a decision)."""
+    from calc.serving.planner.planresult import Option
+    from calc.serving.planner.search import Search
+
+    wl = load_workload(write(tmp_path, HOPELESS.replace("tp: [1]", "tp: [1, 2]").replace("[16, 64]", "[64]")))
+    p = plan(wl)
+    tp1, tp2 = [o for o in p.options if o.max_batch]
+    assert [(t.replicas, t.meets) for t in tp1.trials] == [(1, False), (4, False)] and tp1.kind == "slo"
+    assert [(t.replicas, t.meets) for t in tp2.trials] == [(2, True), (1, True)] and tp2.best.replicas == 1
+    assert p.simulations == 4
+    t = tp2.best
+    alone, search = Option(t.replica.hw, 2, 64, None), Search(wl, None, p.dtypes)
+    search.fewest_replicas(alone, t.replica, t.saturation, 1, 2)
+    assert [t.replicas for t in alone.trials] == [1] and alone.best.stats == t.stats
