@@ -174,13 +174,13 @@ class Scheduler:
         for i in preempted:  # back to the head of the queue, earliest admitted first
             self.waiting.appendleft(i)
         N = self.N
-        n_dec = 0 if only_prefill else N - self.n_prefill  # the running requests past their prefill
+        n_dec = N if dec is None else int(_sum(dec))
         left = self.budget - n_dec * self.dec_tokens
         pos, chunk, past = [], [], []
         # decode contexts: the prefilling requests are taken out below
         kv_sum = 0 if only_prefill else int(_sum(r_kv[:N]))
         if dec is not None:
-            for p in (np.flatnonzero(r_done[:N] < r_target[:N]) if only_prefill else np.flatnonzero(~dec)).tolist():
+            for p in np.nonzero(r_done[:N] < r_target[:N])[0].tolist():
                 if one and chunk:
                     break
                 done = int(r_done[p])
