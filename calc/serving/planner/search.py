@@ -34,6 +34,8 @@ class Search:
         self.prefix = self.prefix_for(wl.serving_for(wl.hardware[0]).block_size)
         self.sims = 0
         self.done: dict[tuple, list[Trial]] = {}  # (hardware, TP, chunk, speculating, replicas) -> trials
+        self.fewest: dict[tuple, int | None] = {}  # the same but for EP -> the last max batch's fewest R (None: none met)
+        self.missed: dict[tuple, bool] = {}  # (hardware, engine preset) -> whether the last option searched on it missed
         self.speculative = speculative_config(wl, dt)
 
     def choices(self):
@@ -108,29 +110,46 @@ class Search:
     def fewest_replicas(self, opt: Option, rep: Replica, sat: SteadyState, lo: int, hi: int) -> None:
         """The fewest R in [lo, hi] that meet the SLOs (bisection; below lo cannot keep up; more
         replicas only lower each one's load). When another max batch's run already stands for this
-        option's at hi replicas and misses, fewer replicas miss too: nothing is simulated."""
+        option's at hi replicas and misses, fewer replicas miss too: nothing is simulated.
+
+        Only the order of the runs is a guess, never the answer: first the closed-form guess (the
+        fewest replicas at GUESS_UTIL), then hi, then bisection. When another max batch or EP degree
+        of the same replica has been searched, its outcome leads: its fewest R (within [lo, hi]) and
+        the counts either side of it (the same replica under another cap usually needs about as
+        many), or hi first when it missed even there, or when the last option searched on the same
+        GPU did (a hopeless option then costs one run, not two)."""
         guess = lo
         if self.arrival.rate_per_s is not None:
             need = self.arrival.rate_per_s / (GUESS_UTIL * sat.requests_per_s * rep.pp)
             guess = min(max(lo, math.ceil(need)), hi)
+        key = _key(rep, 0)
+        sibling, gpu = key[:5] + key[6:], key[:2]  # the same replica but for its max batch and EP
         if guess < hi:
             top = self.reuse(opt, rep, sat, hi, keep=False)
             if top is not None and not top.meets:
                 if all(t is not top for t in opt.trials):
                     opt.trials.append(top)
+                self.fewest[sibling], self.missed[gpu] = None, True
                 return  # the most replicas allowed miss already (another max batch's run): fewer miss too
-        if self.trial(opt, rep, sat, guess).meets:
-            fail, ok = lo - 1, guess
-        elif guess < hi and self.trial(opt, rep, sat, hi).meets:
-            fail, ok = guess, hi  # the most replicas allowed is tried second: a hopeless case costs two runs
+        if sibling in self.fewest and (before := self.fewest[sibling]) is not None:
+            b = min(max(before, lo), hi)
+            first = [b, b - 1, b + 1]
+        elif sibling in self.fewest or self.missed.get(gpu, False):
+            first = [hi, guess]
         else:
-            return
-        while ok - fail > 1:
-            mid = (ok + fail) // 2
-            if self.trial(opt, rep, sat, mid).meets:
-                ok = mid
+            first = [guess]
+        fail, ok = lo - 1, None  # the most replicas known to miss, the fewest known to meet
+        while ok is None or ok - fail > 1:
+            top = hi if ok is None else ok - 1
+            first = [r for r in first if fail < r <= top]
+            r = first.pop(0) if first else hi if ok is None else (ok + fail) // 2
+            if self.trial(opt, rep, sat, r).meets:
+                ok = r
+            elif r == hi:
+                break
             else:
-                fail = mid
+                fail = r
+        self.fewest[sibling], self.missed[gpu] = ok, ok is None
 
 
 def _key(rep: Replica, R: int) -> tuple:

@@ -230,3 +230,59 @@ def test_a_max_batch_that_misses_at_the_most_replicas_is_not_simulated_at_fewer(
     search = Search(wl, None, p.dtypes)
     at_one = search.trial(Option(t64.replica.hw, 1, 64, None), t64.replica, t64.saturation, 1)
     assert search.sims == 1 and not at_one.meets and at_one.stats["tpot_p99"] > 0.008
+
+
+SIBLINGS = """\
+name: siblings
+model: llama-3.1-8b
+hardware: [h100-sxm]
+arrival: {rate_per_s: 40}
+prompt_len: {dist: fixed, value: 1024}
+output_len: {dist: fixed, value: 129}
+slo: {tpot_p99_s: 0.02, ttft_p99_s: 0.5}
+tp: [1]
+max_batch: [16, 32]
+max_gpus: 8
+requests: 200
+"""
+
+
+def test_another_max_batchs_fewest_replicas_leads_the_search_but_never_decides_it(tmp_path):
+    """Max batch 32 (the cheaper lower bound) meets at 3 replicas, its closed-form lower bound. Max
+    batch 16 cannot keep up below 4, so its search starts at 4 (3 raised to its lower bound), misses,
+    and meets at 4 + 1 = 5: two runs. Searched alone it runs the closed-form guess 4, then the most
+    replicas allowed (8), then bisects 6 and 5: the same answer from four runs."""
+    from calc.serving.planner.planresult import Option
+    from calc.serving.planner.search import Search
+
+    wl = load_workload(write(tmp_path, SIBLINGS))
+    p = plan(wl)
+    o16, o32 = [o for o in p.options if o.max_batch]
+    assert [(t.replicas, t.meets) for t in o32.trials] == [(3, True)] and o32.lower_bound_replicas == 3
+    assert [(t.replicas, t.meets) for t in o16.trials] == [(4, False), (5, True)] and o16.lower_bound_replicas == 4
+    assert p.simulations == 3
+    t = o16.best
+    alone, search = Option(t.replica.hw, 1, 16, None), Search(wl, None, p.dtypes)
+    search.fewest_replicas(alone, t.replica, t.saturation, 4, 8)
+    assert [t.replicas for t in alone.trials] == [4, 8, 6, 5] and alone.best.replicas == 5
+    assert alone.best.stats == t.stats  # the same run: the order of the runs changes no result
+
+
+def test_after_a_miss_on_a_gpu_its_next_option_tries_the_most_replicas_first(tmp_path):
+    """TP1 misses TPOT p99 8 ms at 1 replica and at 4 (max_gpus 4): two runs, as with no history.
+    On the same GPU TP2 is then tried at its most replicas (4 GPUs / 2 = 2) first, where it meets,
+    then at its closed-form guess, 1, where it meets too: its answer is 1 replica, the same one a
+    search of TP2 alone finds in one run (the order is a bet on a hopeless option, never a decision)."""
+    from calc.serving.planner.planresult import Option
+    from calc.serving.planner.search import Search
+
+    wl = load_workload(write(tmp_path, HOPELESS.replace("tp: [1]", "tp: [1, 2]").replace("[16, 64]", "[64]")))
+    p = plan(wl)
+    tp1, tp2 = [o for o in p.options if o.max_batch]
+    assert [(t.replicas, t.meets) for t in tp1.trials] == [(1, False), (4, False)] and tp1.kind == "slo"
+    assert [(t.replicas, t.meets) for t in tp2.trials] == [(2, True), (1, True)] and tp2.best.replicas == 1
+    assert p.simulations == 4
+    t = tp2.best
+    alone, search = Option(t.replica.hw, 2, 64, None), Search(wl, None, p.dtypes)
+    search.fewest_replicas(alone, t.replica, t.saturation, 1, 2)
+    assert [t.replicas for t in alone.trials] == [1] and alone.best.stats == t.stats
