@@ -38,6 +38,9 @@ class Efficiency:
     gemm_m_half: float = 0.0  # tokens: matmul efficiency x M / (M + m_half)
     gemv_max_rows: int = 0  # matmuls of at most this many rows run as matrix-vector kernels (EngineSpec)
     fp16_accumulate: bool = False  # fp16 GEMMs accumulate in fp16 (EngineSpec.fp16_accumulate)
+    # per kernel, what a pass carrying prefill tokens pays eagerly (graphs of decode-only steps:
+    # calc.spec.scheduler.Serving.prefill_launch_us); 0: its graphs hold such passes too
+    prefill_launch_s: float = 0.0
     memory_half_bytes: float = 0.0  # bytes: stream efficiency x b / (b + half), per kernel
     engine: str | None = None  # the preset applied, if any
     request_overhead_s: float = 0.0  # per request, outside the model (serving stack); never in TTFT
@@ -115,8 +118,15 @@ class Efficiency:
             compute_scale=preset.compute_scale, memory_scale=preset.memory_scale, curves=curves,
             kernel_counts=tuple(preset.kernels.items()), custom_allreduce=preset.custom_allreduce,
             weight_only=tuple(preset.weight_only.items()), gemv_max_rows=preset.gemv_max_rows,
-            fp16_accumulate=preset.fp16_accumulate,
+            fp16_accumulate=preset.fp16_accumulate, prefill_launch_s=preset.scheduler.prefill_launch_us * MICRO,
         )
+
+    def with_serving(self, serving) -> Efficiency:
+        """These efficiencies under a resolved scheduler (a workload's or a run's engine arguments
+        may change whether prefill passes replay graphs): its prefill launch cost (ideal: none)."""
+        if self.engine is None or self.engine == "ideal":
+            return self
+        return replace(self, prefill_launch_s=serving.prefill_launch_us * MICRO)
 
     def with_step_overhead(self, seconds: float) -> Efficiency:
         """These efficiencies with another per-pass overhead (every dtype's): a draft pass run

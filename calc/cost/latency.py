@@ -50,7 +50,18 @@ def prefill_cost(model, hw, batch, prompt_len, dt, eff, attention="fused", past=
     the split; ``logits`` positions per sequence reach lm_head (1: the last, as engines do).
     ``shape``: the scenarios' shape, when the inputs are axes that broadcast to it."""
     ops = pass_ops(model, Pass(batch, prompt_len, np.asarray(past, float), "prefill", logits), dt, attention, par)
-    return phase_cost(ops, hw, dt, eff, link(hw, par), shape), ops
+    return _launched_eagerly(phase_cost(ops, hw, dt, eff, link(hw, par), shape), eff), ops
+
+
+def _launched_eagerly(cost: PhaseCost, eff) -> PhaseCost:
+    """A prefill pass under an engine whose CUDA graphs hold decode-only steps launches every
+    kernel eagerly: the pass's kernels x eff.prefill_launch_s more. (A serving step with a
+    prefill chunk pays the same in the simulator, as Serving.eager rules: mixed_step_cost and the
+    step model it fits time graph replays.)"""
+    if not eff.prefill_launch_s:
+        return cost
+    kernels = float(np.sum([eff.kernels_of(t.op) * t.op.layers for t in cost.ops]))
+    return replace(cost, step_overhead_s=cost.step_overhead_s + kernels * eff.prefill_launch_s)
 
 
 def decode_cost(model, hw, batch, context, dt, eff, attention="fused", par: Parallel = SINGLE,

@@ -21,6 +21,10 @@ the engine (``gpu_memory_utilization`` for vLLM, ``mem_fraction_static`` for SGL
                             whole final context are free (reserved), so nothing is evicted
     graph_max_batch         largest step (tokens) replayed from a CUDA graph (None: no cap; 0: eager)
     eager_launch_us         per kernel launched, what a step beyond the cap pays over a graph replay
+    graph_prefill           steps carrying prefill tokens replay graphs too (vLLM's piecewise graphs,
+                            by token count); false: graphs hold decode-only steps (TensorRT-LLM,
+                            SGLang, LMDeploy, TGI), so a step or pass with prefill launches every
+                            kernel eagerly (the simulator's steps, and `estimate`'s prefill)
 
 Resolution (``resolve_serving``): these defaults < the preset's ``scheduler`` < its ``by_memory``
 rules for the GPU < the workload's ``serving:`` keys that are set < ``engine_args``.
@@ -51,10 +55,18 @@ class Serving(SpecModel):
     preemption: Literal["recompute", "none"] = "recompute"
     graph_max_batch: int | None = Field(default=None, ge=0, le=lim.MAX_TOKENS)
     eager_launch_us: float = Field(default=0.0, ge=0, le=lim.MAX_OVERHEAD_US)
+    graph_prefill: bool = True
 
-    def eager(self, tokens) -> bool:
-        """Whether a step of ``tokens`` runs past the CUDA-graph cap (eager launches)."""
-        return self.graph_max_batch is not None and tokens > self.graph_max_batch
+    @property
+    def prefill_launch_us(self) -> float:
+        """Per kernel, what a prefill pass pays over a graph replay: the eager launch cost when
+        graphs hold decode-only steps, else 0."""
+        return 0.0 if self.graph_prefill else self.eager_launch_us
+
+    def eager(self, tokens, prefill: bool = False) -> bool:
+        """Whether a step of ``tokens`` (``prefill``: carrying prefill tokens) launches eagerly: past
+        the CUDA-graph cap, or with prefill under graphs of decode-only steps."""
+        return (self.graph_max_batch is not None and tokens > self.graph_max_batch) or (prefill and not self.graph_prefill)
 
 
 class EngineArg(SpecModel):

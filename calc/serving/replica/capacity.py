@@ -95,7 +95,7 @@ class Replica:
 
     @cached_property
     def eff(self) -> Efficiency:
-        return Efficiency.of(self.hw)
+        return Efficiency.of(self.hw).with_serving(self.serving)
 
     @cached_property
     def kv(self) -> KVBudget:
@@ -114,10 +114,11 @@ class Replica:
 
     @cached_property
     def eager_step_s(self) -> float:
-        """What a step past the engine's CUDA-graph cap pays: its kernels x the eager launch cost
-        (0 without a cap)."""
+        """What a step launched eagerly pays (past the engine's CUDA-graph cap, or with prefill under
+        graphs of decode-only steps: Serving.eager): its kernels x the eager launch cost (0: never)."""
         sv = self.serving
-        return 0.0 if sv.graph_max_batch is None else self.kernels_per_step * sv.eager_launch_us * MICRO
+        eager = sv.graph_max_batch is not None or not sv.graph_prefill
+        return self.kernels_per_step * sv.eager_launch_us * MICRO if eager else 0.0
 
     @property
     def label(self) -> str:
@@ -289,6 +290,10 @@ def steady_state(rep: Replica, T, G, batch_cap: float | None = None, prefix: Cac
         memo[key] = timer.chunk_features(mm.chunk_new, mm.chunk_past, n_pf * mm.chunk_share)
     t_m, s_m = timer.step(ctx, mm.chunk_new, mm.chunk_past, [d_in_mixed], n_pf * mm.chunk_share, chunks=memo[key])
     t_d, t_m = float(t_d), float(t_m)
+    # eager launches where the engine's CUDA graphs do not reach (Serving.eager), as the simulator charges them
+    mixed_tokens = d_in_mixed + n_pf * float(np.sum(mm.chunk_new * mm.chunk_share))
+    t_d += rep.eager_step_s if rep.serving.eager(max(N, 1.0), False) else 0.0
+    t_m += rep.eager_step_s if rep.serving.eager(mixed_tokens, True) else 0.0
     step = f * t_m + (1 - f) * t_d
     return SteadyState(
         pages=kv.pages, kv_sequences_longest=longest,

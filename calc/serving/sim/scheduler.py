@@ -47,7 +47,7 @@ class Scheduler:
         self.budget = max(sv.max_batched_tokens, rep.max_batch)
         # the engine's scheduler (calc.spec.scheduler): prefill policy, chunking, preemption, graph cap
         self.policy, self.chunked, self.reserve = sv.prefill, sv.chunked_prefill, sv.preemption == "none"
-        self.graph_cap = math.inf if sv.graph_max_batch is None else sv.graph_max_batch
+        self.eager = sv.eager  # whether a step pays eager launches past the CUDA-graph cap
         self.eager_s = rep.eager_step_s
         self.mb = mb = rep.max_batch
         self.dec_tokens = self.timer.decode_slots  # token-budget slots a decoding request takes per step
@@ -143,10 +143,11 @@ class Scheduler:
         held = self._target(i) + (int(self.G[i] - self.gen[i]) - 1 if self.reserve else 0)
         return -(-held // self.bs) - self.shared_pages
 
-    def _extra_s(self, tokens) -> float:
-        """What a step of ``tokens`` pays beyond the step model: eager kernel launches past the
-        engine's CUDA-graph cap (the step's kernels x the preset's eager launch cost)."""
-        return self.eager_s if tokens > self.graph_cap else 0.0
+    def _extra_s(self, tokens, prefill: bool = False) -> float:
+        """What a step of ``tokens`` (``prefill``: with prefill chunks) pays beyond the step model:
+        eager kernel launches (the step's kernels x the preset's eager launch cost) when
+        Serving.eager says it runs outside the engine's CUDA graphs."""
+        return self.eager_s if self.eager_s and self.eager(tokens, prefill) else 0.0
 
     # ----- one step with prefill, admission or preemption
 
@@ -253,7 +254,7 @@ class Scheduler:
         kv_dec = self.r_kv[:N] if dec is None else self.r_kv[:N][dec]
         dt, shares = self.timer.one(kv_dec, chunk, past)
         self._tally(dt, shares)
-        return dt + self._extra_s(n_dec + sum(chunk))
+        return dt + self._extra_s(n_dec + sum(chunk), bool(chunk))
 
     def _advance(self, N: int, n_dec: int, dec, need, n_need: int) -> None:
         """The decoding requests' tokens (each emits the timer's tokens for this step, at most
