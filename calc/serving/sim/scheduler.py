@@ -154,44 +154,41 @@ class Scheduler:
         """One step. Mixed policy: every decode plus prefill chunks within the token budget;
         prefill_first: a step with prefill work (a running prefill, or a request that can be
         admitted) carries no decodes; one_at_a_time: such a step carries one prompt's chunk.
-        Without chunked prefill a prompt is admitted whole, or alone in pieces when the first."""
-        N = self.N
+        Without chunked prefill a prompt is admitted whole, or alone in pieces when the first.
+
+        The running requests still in prefill are the batch's last ``n_prefill`` (admission
+        appends, prompts get the budget in admission order, preemption takes the last, and a
+        finish, which compacts in order, is never a prefill's), so the decoding ones are a
+        prefix of the arrays: slices, no masks."""
         r_kv, r_done, r_target = self.r_kv, self.r_done, self.r_target
         only_prefill = self.policy != "mixed" and (self.n_prefill > 0 or self.can_admit())
         one = self.policy == "one_at_a_time"
-        all_dec = self.n_prefill == 0
-        dec = None if all_dec else r_done[:N] >= r_target[:N]
-        if only_prefill:
-            dec = np.zeros(N, bool)
-        need = self._page_need(r_kv[:N], dec)
-        n_need = int(_sum(need))
-        preempted = []
-        while n_need > self.free and self.N:
-            preempted.append(self.preempt_last())
-            n_need -= int(need[self.N])
-            need = need[:self.N]
-            dec = None if dec is None else dec[:self.N]
-        for i in preempted:  # back to the head of the queue, earliest admitted first
-            self.waiting.appendleft(i)
+        n_dec = 0 if only_prefill else self.N - self.n_prefill  # decoding this step: the first n_dec
+        need = self._page_need(r_kv[:n_dec])
+        n_need = int(_sum(need)) if n_dec else 0
+        if n_need > self.free:
+            preempted = []
+            while n_need > self.free and self.N:
+                preempted.append(self.preempt_last())
+                if self.N < n_dec:
+                    n_dec = self.N
+                    n_need -= int(need[n_dec])
+            need = need[:n_dec]
+            for i in preempted:  # back to the head of the queue, earliest admitted first
+                self.waiting.appendleft(i)
         N = self.N
-        n_dec = N if dec is None else int(_sum(dec))
         left = self.budget - n_dec * self.dec_tokens
         pos, chunk, past = [], [], []
-        # decode contexts: the prefilling requests are taken out below
-        kv_sum = 0 if only_prefill else int(_sum(r_kv[:N]))
-        if dec is not None:
-            for p in np.nonzero(r_done[:N] < r_target[:N])[0].tolist():
-                if one and chunk:
-                    break
-                done = int(r_done[p])
-                if not only_prefill:
-                    kv_sum -= int(r_kv[p])
-                c = min(int(r_target[p]) - done, left)
-                if c > 0:
-                    pos.append(p)
-                    chunk.append(c)
-                    past.append(done)
-                    left -= c
+        for p in range(N - self.n_prefill, N):
+            if one and chunk:
+                break
+            done = int(r_done[p])
+            c = min(int(r_target[p]) - done, left)
+            if c > 0:
+                pos.append(p)
+                chunk.append(c)
+                past.append(done)
+                left -= c
         M = N
         while self.waiting and M < self.mb and left > 0 and not (one and chunk):
             i = self.waiting[0]
@@ -218,11 +215,12 @@ class Scheduler:
         self.N = M
         if n_dec == 0 and not chunk:
             return
-        dt = self._step_s(N, n_dec, kv_sum, dec, chunk, past)
-        self.clock += dt
+        dt, shares = self.timer.one(r_kv[:n_dec], chunk, past)
+        self._tally(dt, shares)
+        self.clock += dt + self._extra_s(n_dec + sum(chunk))
         self.steps += 1
         if n_dec:
-            self._advance(N, n_dec, dec, need, n_need)
+            self._advance(n_dec, need, n_need)
         for p, c in zip(pos, chunk, strict=True):  # prefill chunks; a completed prefill samples a token
             done = int(r_done[p]) + c
             r_done[p] = done
@@ -236,36 +234,26 @@ class Scheduler:
                     self.first[i] = self.clock
         self.finish_done()
 
-    def _page_need(self, kv, dec):
-        """Per running request: pages its decode token(s) this step take (a bool mask when 0 or 1);
-        none when the engine reserved every page at admission."""
+    def _page_need(self, kv):
+        """Per decoding request at context ``kv``: pages its decode token(s) this step take (a
+        bool mask when 0 or 1); none when the engine reserved every page at admission."""
         if self.reserve:
             return np.zeros(kv.size, bool)
         m = self.timer.emits(self.j)
         if m == 1:
-            need = kv % self.bs == 0
-            return need if dec is None else need & dec
-        need = -(-(kv + m) // self.bs) - -(-kv // self.bs)
-        return need if dec is None else need * dec
+            return kv % self.bs == 0
+        return -(-(kv + m) // self.bs) - -(-kv // self.bs)
 
-    def _step_s(self, N: int, n_dec: int, kv_sum: int, dec, chunk, past) -> float:
-        """The step's time (and its tally by bound)."""
-        kv_dec = self.r_kv[:N] if dec is None else self.r_kv[:N][dec]
-        dt, shares = self.timer.one(kv_dec, chunk, past)
-        self._tally(dt, shares)
-        return dt + self._extra_s(n_dec + sum(chunk))
-
-    def _advance(self, N: int, n_dec: int, dec, need, n_need: int) -> None:
-        """The decoding requests' tokens (each emits the timer's tokens for this step, at most
-        what it still needs) and new pages."""
+    def _advance(self, n_dec: int, need, n_need: int) -> None:
+        """The first ``n_dec`` requests' decode tokens (each emits the timer's tokens for this
+        step, at most what it still needs) and new pages."""
         m = self.timer.emits(self.j)
-        r_kv, rem = self.r_kv, self.r_rem[:N]
-        step = m if dec is None else (dec if m == 1 else m * dec)
-        self.out_tokens += n_dec if m == 1 else int(_sum(np.minimum(step, np.maximum(rem, 0))))
-        r_kv[:N] += step
-        rem -= step
+        rem = self.r_rem[:n_dec]
+        self.out_tokens += n_dec if m == 1 else int(_sum(np.minimum(m, np.maximum(rem, 0))))
+        self.r_kv[:n_dec] += m
+        rem -= m
         if n_need:
-            self.r_pages[:N] += need
+            self.r_pages[:n_dec] += need
             self.free -= n_need
         self.j += 1
 
