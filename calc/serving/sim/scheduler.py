@@ -298,12 +298,12 @@ class Scheduler:
             ahead = np.empty(k)
             ahead[0] = 0.0
             ahead[1:] = cum[:k - 1]
-        times, shares = self.timer.decode_run(kv, ahead)
+        times, shares = self.timer.decode_times(kv, ahead)
         cum_t = (times + extra if extra else times).cumsum()
         if arrival:
             k = min(k, int(cum_t.searchsorted(t_arr)) + 1)
         total = float(cum_t[k - 1])
-        self._tally(total, _sum(shares[:, :k], axis=1))
+        self._tally(total, shares(k))
         self.clock += total
         self.steps += k
         emitted = int(cum[k - 1])
