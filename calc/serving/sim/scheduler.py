@@ -51,6 +51,7 @@ class Scheduler:
         self.eager_s = rep.eager_step_s
         self.mb = mb = rep.max_batch
         self.dec_tokens = self.timer.decode_slots  # token-budget slots a decoding request takes per step
+        self.unit = self.timer.tokens_per_step == 1.0  # one token per decoding request per step
         self.j = 0  # steps with decode tokens so far (a speculative timer's acceptance clock)
         # running batch: id, cached tokens, tokens left to generate, pages, prefill done, prefill target
         self.N = 0
@@ -97,9 +98,10 @@ class Scheduler:
         while inc and arr[inc[0]] <= self.clock:
             self.waiting.append(inc.popleft())
 
-    def finish_done(self):
+    def finish_done(self, known: bool = False):
+        """Retire the running requests with nothing left to generate (``known``: one has)."""
         N = self.N
-        if N == 0 or _min(self.r_rem[:N]) > 0:
+        if not known and (N == 0 or _min(self.r_rem[:N]) > 0):
             return
         fin = self.r_rem[:N] <= 0
         done = int(np.count_nonzero(fin))
@@ -164,7 +166,8 @@ class Scheduler:
         only_prefill = self.policy != "mixed" and (self.n_prefill > 0 or self.can_admit())
         one = self.policy == "one_at_a_time"
         n_dec = 0 if only_prefill else self.N - self.n_prefill  # decoding this step: the first n_dec
-        need = self._page_need(r_kv[:n_dec])
+        m = self.timer.emits(self.j)  # tokens each decoding request emits
+        need = self._page_need(r_kv[:n_dec], m)
         n_need = int(_sum(need)) if n_dec else 0
         if n_need > self.free:
             preempted = []
@@ -219,8 +222,15 @@ class Scheduler:
         self._tally(dt, shares)
         self.clock += dt + self._extra_s(n_dec + sum(chunk))
         self.steps += 1
-        if n_dec:
-            self._advance(n_dec, need, n_need)
+        if n_dec:  # the decode tokens (each at most what its request still needs) and their new pages
+            rem = self.r_rem[:n_dec]
+            self.out_tokens += n_dec if m == 1 else int(_sum(np.minimum(m, np.maximum(rem, 0))))
+            r_kv[:n_dec] += m
+            rem -= m
+            if n_need:
+                self.r_pages[:n_dec] += need
+                self.free -= n_need
+            self.j += 1
         for p, c in zip(pos, chunk, strict=True):  # prefill chunks; a completed prefill samples a token
             done = int(r_done[p]) + c
             r_done[p] = done
@@ -234,28 +244,14 @@ class Scheduler:
                     self.first[i] = self.clock
         self.finish_done()
 
-    def _page_need(self, kv):
-        """Per decoding request at context ``kv``: pages its decode token(s) this step take (a
+    def _page_need(self, kv, m: int):
+        """Per decoding request at context ``kv``: pages its ``m`` decode tokens this step take (a
         bool mask when 0 or 1); none when the engine reserved every page at admission."""
         if self.reserve:
             return np.zeros(kv.size, bool)
-        m = self.timer.emits(self.j)
         if m == 1:
             return kv % self.bs == 0
         return -(-(kv + m) // self.bs) - -(-kv // self.bs)
-
-    def _advance(self, n_dec: int, need, n_need: int) -> None:
-        """The first ``n_dec`` requests' decode tokens (each emits the timer's tokens for this
-        step, at most what it still needs) and new pages."""
-        m = self.timer.emits(self.j)
-        rem = self.r_rem[:n_dec]
-        self.out_tokens += n_dec if m == 1 else int(_sum(np.minimum(m, np.maximum(rem, 0))))
-        self.r_kv[:n_dec] += m
-        rem -= m
-        if n_need:
-            self.r_pages[:n_dec] += need
-            self.free -= n_need
-        self.j += 1
 
     # ----- runs of pure decode steps
 
@@ -272,10 +268,18 @@ class Scheduler:
         bs, sp = self.bs, self.shared_pages
         kv, rem, pages = self.r_kv[:N], self.r_rem[:N], self.r_pages[:N]
         first = int(_min(rem))  # a request finishes once it has emitted this many (each step emits >= 1)
-        cum = self.timer.emitted(self.j, min(max(first, 1), MAX_RUN))  # tokens each has emitted after 1, 2, ... steps
-        unit = self.timer.tokens_per_step == 1.0  # one token a step: cum is 1, 2, 3, ...
-        k = min(first, MAX_RUN) if unit else min(int(cum.searchsorted(first)) + 1, MAX_RUN)  # the first finish
-        if not self.reserve and N * (int(cum[k - 1]) // bs + 1) > self.free:
+        unit = self.unit
+        if unit:  # one token a step: after k steps each has emitted k (the first finish at k = first)
+            k = min(first, MAX_RUN)
+            cum = None
+            emitted = k
+        else:
+            cum = self.timer.emitted(self.j, min(max(first, 1), MAX_RUN))  # tokens each has emitted after 1, 2, ... steps
+            k = min(int(cum.searchsorted(first)) + 1, MAX_RUN)  # the first finish
+            emitted = int(cum[k - 1])
+        if not self.reserve and N * (emitted // bs + 1) > self.free:
+            if unit:
+                cum = self.timer.emitted(self.j, k)
             # pages taken after each step: a request at kv (kv % bs = r) holding ceil(kv / bs) pages
             # takes ceil((r + cum_j) / bs) - ceil(r / bs) more after step j; count requests by r
             counts = np.bincount(kv % bs, minlength=bs)
@@ -306,19 +310,19 @@ class Scheduler:
         self._tally(total, shares(k))
         self.clock += total
         self.steps += k
-        emitted = int(cum[k - 1])
+        emitted = k if unit else int(cum[k - 1])
         self.out_tokens += N * emitted if emitted <= first else int(_sum(np.minimum(emitted, rem)))
         kv += emitted
         rem -= emitted
         if not self.reserve:
-            new_pages = (kv + (bs - 1)) // bs  # ceil(kv / bs), the shared prefix's pages not the request's
+            held = int(_sum(pages))
+            np.floor_divide(kv + (bs - 1), bs, out=pages)  # ceil(kv / bs), the shared prefix's pages not the request's
             if sp:
-                new_pages -= sp
-            self.free -= int(_sum(new_pages - pages))
-            pages[:] = new_pages
+                pages -= sp
+            self.free -= int(_sum(pages)) - held
         self.j += k
         if first <= emitted:
-            self.finish_done()
+            self.finish_done(True)
         return True
 
     def run(self) -> None:
