@@ -59,6 +59,7 @@ class Scheduler:
         self._state = np.zeros((6, mb), np.int64)
         self.r_id, self.r_kv, self.r_rem, self.r_pages, self.r_done, self.r_target = self._state
         self.n_prefill = 0  # running requests still in prefill
+        self.low = 0  # a lower bound on the running requests' tokens left (none left: they finish)
         self.waiting: deque[int] = deque()
         self.incoming: deque[int] = deque()  # not yet arrived, in arrival order
         self.closed = concurrency is not None
@@ -76,14 +77,6 @@ class Scheduler:
 
     # ----- bookkeeping
 
-    def record(self):
-        t, kv, run, wait, out = self.tl
-        t.append(self.clock)
-        kv.append(self.free)
-        run.append(self.N)
-        wait.append(len(self.waiting))
-        out.append(self.out_tokens)
-
     def timeline(self) -> dict:
         t, free, run, wait, out = (np.asarray(v, float) for v in self.tl)
         return {"t_s": t, "kv_used": 1.0 - free / self.total_pages, "running": run, "waiting": wait,
@@ -93,16 +86,15 @@ class Scheduler:
         """Add a step, or a run of steps, to the bound its time goes to (calc.cost.roofline.bound_of)."""
         self.bound_time[_BOUNDS[int(shares.argmax())] if shares.ndim == 1 else str(bound_of(shares))] += total_s
 
-    def arrivals(self):
-        inc, arr = self.incoming, self.arrive
-        while inc and arr[inc[0]] <= self.clock:
-            self.waiting.append(inc.popleft())
-
     def finish_done(self, known: bool = False):
         """Retire the running requests with nothing left to generate (``known``: one has)."""
         N = self.N
-        if not known and (N == 0 or _min(self.r_rem[:N]) > 0):
-            return
+        if not known:
+            if N == 0 or self.low > 0:
+                return
+            self.low = int(_min(self.r_rem[:N]))
+            if self.low > 0:
+                return
         fin = self.r_rem[:N] <= 0
         done = int(np.count_nonzero(fin))
         st = self._state
@@ -116,7 +108,8 @@ class Scheduler:
             self.free += int(_sum(self.r_pages[:N][fin]))
             st[:, :N - done] = st[:, :N][:, ~fin]
         self.completed += done
-        self.N = N - done
+        self.N = N = N - done
+        self.low = int(_min(self.r_rem[:N])) if N else 0
         if self.closed:
             for _ in range(done):
                 if self.issued < self.T.size:
@@ -181,16 +174,17 @@ class Scheduler:
                 self.waiting.appendleft(i)
         N = self.N
         left = self.budget - n_dec * self.dec_tokens
-        pos, chunk, past = [], [], []
+        pos, chunk, past, tgts = [], [], [], []
         for p in range(N - self.n_prefill, N):
             if one and chunk:
                 break
-            done = int(r_done[p])
-            c = min(int(r_target[p]) - done, left)
+            done, tgt = int(r_done[p]), int(r_target[p])
+            c = min(tgt - done, left)
             if c > 0:
                 pos.append(p)
                 chunk.append(c)
                 past.append(done)
+                tgts.append(tgt)
                 left -= c
         M = N
         while self.waiting and M < self.mb and left > 0 and not (one and chunk):
@@ -207,11 +201,13 @@ class Scheduler:
                 c = left
             self.waiting.popleft()
             self.free -= p
-            self.r_id[M], r_kv[M], self.r_rem[M] = i, hit, self.G[i] - self.gen[i]
-            self.r_pages[M], r_done[M], r_target[M] = p, hit, tgt
+            rem = int(self.G[i] - self.gen[i])
+            self.low = min(self.low, rem)
+            self._state[:, M] = i, hit, rem, p, hit, tgt
             pos.append(M)
             chunk.append(c)
             past.append(hit)
+            tgts.append(tgt)
             left -= c
             M += 1
         self.n_prefill += M - N
@@ -227,17 +223,20 @@ class Scheduler:
             self.out_tokens += n_dec if m == 1 else int(_sum(np.minimum(m, np.maximum(rem, 0))))
             r_kv[:n_dec] += m
             rem -= m
+            self.low -= m
             if n_need:
                 self.r_pages[:n_dec] += need
                 self.free -= n_need
             self.j += 1
-        for p, c in zip(pos, chunk, strict=True):  # prefill chunks; a completed prefill samples a token
-            done = int(r_done[p]) + c
+        for p, c, done, tgt in zip(pos, chunk, past, tgts, strict=True):  # prefill chunks; a completed prefill samples a token
+            done += c
             r_done[p] = done
             r_kv[p] = done
-            if done >= r_target[p]:
+            if done >= tgt:
                 self.n_prefill -= 1
-                self.r_rem[p] -= 1
+                rem = int(self.r_rem[p]) - 1
+                self.r_rem[p] = rem
+                self.low = min(self.low, rem)
                 self.out_tokens += 1
                 i = self.r_id[p]
                 if self.first[i] != self.first[i]:  # nan: the first token (not a recompute)
@@ -314,6 +313,7 @@ class Scheduler:
         self.out_tokens += N * emitted if emitted <= first else int(_sum(np.minimum(emitted, rem)))
         kv += emitted
         rem -= emitted
+        self.low = first - emitted
         if not self.reserve:
             held = int(_sum(pages))
             np.floor_divide(kv + (bs - 1), bs, out=pages)  # ceil(kv / bs), the shared prefix's pages not the request's
@@ -326,20 +326,28 @@ class Scheduler:
         return True
 
     def run(self) -> None:
+        """Events until every request has finished: arrivals join the queue, then a decode run
+        or else one step; the timeline takes a row at the start and after each event."""
         n = self.T.size
-        self.record()
-        while self.completed < n:
-            self.arrivals()
-            if self.N == 0 and not self.waiting:
-                if not self.incoming:
+        inc, arr, waiting = self.incoming, self.arrive, self.waiting
+        t, kv, run, wait, out = self.tl
+        while True:
+            t.append(self.clock)
+            kv.append(self.free)
+            run.append(self.N)
+            wait.append(len(waiting))
+            out.append(self.out_tokens)
+            if self.completed >= n:
+                return
+            while inc and arr[inc[0]] <= self.clock:  # arrivals
+                waiting.append(inc.popleft())
+            if self.N == 0 and not waiting:
+                if not inc:
                     raise RuntimeError("simulation stalled with requests outstanding")
-                self.clock = max(self.clock, float(self.arrive[self.incoming[0]]))
-                self.record()
-                continue
-            if not self.decode_run():
+                self.clock = max(self.clock, float(arr[inc[0]]))
+            elif not self.decode_run():
                 before = self.steps
                 self.step()
                 if self.steps == before and self.N == 0:
-                    i = self.waiting[0]
+                    i = waiting[0]
                     raise RuntimeError(f"request {i} needs {self._target(i)} positions, more than the KV pages hold")
-            self.record()
