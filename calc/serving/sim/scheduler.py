@@ -30,8 +30,10 @@ class Scheduler:
         self.timer = rep.timer  # what a step costs and emits (calc.serving.steps.timer)
         self.model = rep.model
         n = T.size
-        self.T, self.G = T.astype(np.int64), G.astype(np.int64)
-        self.gen = np.zeros(n, np.int64)  # tokens generated, for requests not running
+        self.n = n
+        # per-request inputs as Python ints: they are read one request at a time, per admission
+        self.T, self.G = T.astype(np.int64).tolist(), G.astype(np.int64).tolist()
+        self.gen = [0] * n  # tokens generated, for requests not running
         self.arrive = np.full(n, np.nan) if arrive is None else arrive.astype(float).copy()
         self.first = np.full(n, np.nan)
         self.finish = np.full(n, np.nan)
@@ -39,7 +41,7 @@ class Scheduler:
         self.bs = rep.kv.block_size
         self.total_pages = rep.kv.pages
         # prefix caching: a request's prefill starts after its cached tokens; the shared pages are pinned once
-        self.cached = np.zeros(n, np.int64) if prefix is None else prefix.cached.astype(np.int64)
+        self.cached = [0] * n if prefix is None else prefix.cached.astype(np.int64).tolist()
         self.shared_pages = 0 if prefix is None else prefix.shared_pages
         self.free = self.total_pages - self.shared_pages
         sv = rep.serving
@@ -112,7 +114,7 @@ class Scheduler:
         self.low = int(_min(self.r_rem[:N])) if N else 0
         if self.closed:
             for _ in range(done):
-                if self.issued < self.T.size:
+                if self.issued < self.n:
                     self.arrive[self.issued] = self.clock
                     self.incoming.append(self.issued)
                     self.issued += 1
@@ -123,19 +125,19 @@ class Scheduler:
         self.free += int(self.r_pages[j])
         if self.r_done[j] < self.r_target[j]:
             self.n_prefill -= 1
-        self.gen[i] = self.G[i] - self.r_rem[j]
+        self.gen[i] = self.G[i] - int(self.r_rem[j])
         self.preempt[i] += 1
         self.N = j
         return i
 
     def _target(self, i: int) -> int:
         """Tokens to prefill: the prompt, plus the generated tokens after a preemption."""
-        return int(self.T[i] + self.gen[i])
+        return self.T[i] + self.gen[i]
 
     def _admit_pages(self, i: int) -> int:
         """Pages request i takes when admitted: its prompt's, or (preemption "none": the engine
         reserves to completion) its final context's, T + G - 1 positions."""
-        held = self._target(i) + (int(self.G[i] - self.gen[i]) - 1 if self.reserve else 0)
+        held = self._target(i) + (self.G[i] - self.gen[i] - 1 if self.reserve else 0)
         return -(-held // self.bs) - self.shared_pages
 
     def _extra_s(self, tokens) -> float:
@@ -193,7 +195,7 @@ class Scheduler:
             p = self._admit_pages(i)
             if self.free - p < self.wm:
                 break
-            hit = int(self.cached[i])
+            hit = self.cached[i]
             c = tgt - hit
             if c > left:
                 if not self.chunked and chunk:
@@ -201,7 +203,7 @@ class Scheduler:
                 c = left
             self.waiting.popleft()
             self.free -= p
-            rem = int(self.G[i] - self.gen[i])
+            rem = self.G[i] - self.gen[i]
             self.low = min(self.low, rem)
             self._state[:, M] = i, hit, rem, p, hit, tgt
             pos.append(M)
@@ -328,7 +330,7 @@ class Scheduler:
     def run(self) -> None:
         """Events until every request has finished: arrivals join the queue, then a decode run
         or else one step; the timeline takes a row at the start and after each event."""
-        n = self.T.size
+        n = self.n
         inc, arr, waiting = self.incoming, self.arrive, self.waiting
         t, kv, run, wait, out = self.tl
         while True:
