@@ -9,7 +9,7 @@ from collections import deque
 
 import numpy as np
 
-from calc.cost.roofline import BOUNDS, bound_of
+from calc.cost.roofline import BOUNDS
 from calc.serving.replica.capacity import Replica
 from calc.serving.replica.prefix import CachedPrefix
 
@@ -85,8 +85,10 @@ class Scheduler:
                 "output_tokens": out}
 
     def _tally(self, total_s: float, shares) -> None:
-        """Add a step, or a run of steps, to the bound its time goes to (calc.cost.roofline.bound_of)."""
-        self.bound_time[_BOUNDS[int(shares.argmax())] if shares.ndim == 1 else str(bound_of(shares))] += total_s
+        """Add a step, or a run of steps, to the bound its time goes to: the first largest of its
+        [3] shares, as calc.cost.roofline.bound_of picks it (here in scalars: it runs per event)."""
+        c, m, k = shares
+        self.bound_time[_BOUNDS[0 if c >= m and c >= k else 1 if m >= k else 2]] += total_s
 
     def finish_done(self, known: bool = False):
         """Retire the running requests with nothing left to generate (``known``: one has)."""

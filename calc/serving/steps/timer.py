@@ -28,8 +28,9 @@ batch's total context: one search per run instead of a feature matrix).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -57,7 +58,7 @@ class StepTimer(Protocol):
 
     def decode_times(self, kv, ahead) -> tuple[np.ndarray, Callable[[int], np.ndarray]]:
         """decode_run(kv, ahead) for ascending ``ahead`` [k >= 1] (the scheduler's runs): the step
-        times, and shares(j), the shares [3] summed over the first j steps (a run is cut at the
+        times, and shares(j), the shares [3] (a sequence) summed over the first j steps (a run is cut at the
         first event, so summing only what is taken, in closed form on a decode line, saves work)."""
 
     def decode_s(self, kv) -> float:
@@ -191,7 +192,7 @@ class SpecTimer:
             return t, lambda j: np.add.reduce(s[:, :j], axis=1)
         u = float(np.add.reduce(kv)) + kv.size * np.asarray(ahead, float)
         (vt, vs), (dt, ds), k = lt.ascending(u), ld.ascending(u), self.k
-        return vt + k * dt, lambda j: vs(j) + k * ds(j)
+        return vt + k * dt, lambda j: [a + k * b for a, b in zip(vs(j), ds(j), strict=True)]
 
     def decode_s(self, kv) -> float:
         lt, ld = decode_line(self.target, kv.size, self.k + 1), decode_line(self.draft, kv.size)
