@@ -9,7 +9,7 @@ from collections import deque
 
 import numpy as np
 
-from calc.cost.roofline import BOUNDS, bound_of
+from calc.cost.roofline import BOUNDS
 from calc.serving.replica.capacity import Replica
 from calc.serving.replica.prefix import CachedPrefix
 
@@ -30,8 +30,10 @@ class Scheduler:
         self.timer = rep.timer  # what a step costs and emits (calc.serving.steps.timer)
         self.model = rep.model
         n = T.size
-        self.T, self.G = T.astype(np.int64), G.astype(np.int64)
-        self.gen = np.zeros(n, np.int64)  # tokens generated, for requests not running
+        self.n = n
+        # per-request inputs as Python ints: they are read one request at a time, per admission
+        self.T, self.G = T.astype(np.int64).tolist(), G.astype(np.int64).tolist()
+        self.gen = [0] * n  # tokens generated, for requests not running
         self.arrive = np.full(n, np.nan) if arrive is None else arrive.astype(float).copy()
         self.first = np.full(n, np.nan)
         self.finish = np.full(n, np.nan)
@@ -39,7 +41,7 @@ class Scheduler:
         self.bs = rep.kv.block_size
         self.total_pages = rep.kv.pages
         # prefix caching: a request's prefill starts after its cached tokens; the shared pages are pinned once
-        self.cached = np.zeros(n, np.int64) if prefix is None else prefix.cached.astype(np.int64)
+        self.cached = [0] * n if prefix is None else prefix.cached.astype(np.int64).tolist()
         self.shared_pages = 0 if prefix is None else prefix.shared_pages
         self.free = self.total_pages - self.shared_pages
         sv = rep.serving
@@ -47,10 +49,11 @@ class Scheduler:
         self.budget = max(sv.max_batched_tokens, rep.max_batch)
         # the engine's scheduler (calc.spec.scheduler): prefill policy, chunking, preemption, graph cap
         self.policy, self.chunked, self.reserve = sv.prefill, sv.chunked_prefill, sv.preemption == "none"
-        self.eager = sv.eager  # whether a step pays eager launches past the CUDA-graph cap
+        self.eager = sv.eager  # whether a step pays eager launches outside the CUDA graphs
         self.eager_s = rep.eager_step_s
         self.mb = mb = rep.max_batch
         self.dec_tokens = self.timer.decode_slots  # token-budget slots a decoding request takes per step
+        self.unit = self.timer.tokens_per_step == 1.0  # one token per decoding request per step
         self.j = 0  # steps with decode tokens so far (a speculative timer's acceptance clock)
         # running batch: id, cached tokens, tokens left to generate, pages, prefill done, prefill target
         self.N = 0
@@ -58,6 +61,7 @@ class Scheduler:
         self._state = np.zeros((6, mb), np.int64)
         self.r_id, self.r_kv, self.r_rem, self.r_pages, self.r_done, self.r_target = self._state
         self.n_prefill = 0  # running requests still in prefill
+        self.low = 0  # a lower bound on the running requests' tokens left (none left: they finish)
         self.waiting: deque[int] = deque()
         self.incoming: deque[int] = deque()  # not yet arrived, in arrival order
         self.closed = concurrency is not None
@@ -75,32 +79,26 @@ class Scheduler:
 
     # ----- bookkeeping
 
-    def record(self):
-        t, kv, run, wait, out = self.tl
-        t.append(self.clock)
-        kv.append(self.free)
-        run.append(self.N)
-        wait.append(len(self.waiting))
-        out.append(self.out_tokens)
-
     def timeline(self) -> dict:
         t, free, run, wait, out = (np.asarray(v, float) for v in self.tl)
         return {"t_s": t, "kv_used": 1.0 - free / self.total_pages, "running": run, "waiting": wait,
                 "output_tokens": out}
 
     def _tally(self, total_s: float, shares) -> None:
-        """Add a step, or a run of steps, to the bound its time goes to (calc.cost.roofline.bound_of)."""
-        self.bound_time[_BOUNDS[int(shares.argmax())] if shares.ndim == 1 else str(bound_of(shares))] += total_s
+        """Add a step, or a run of steps, to the bound its time goes to: the first largest of its
+        [3] shares, as calc.cost.roofline.bound_of picks it (here in scalars: it runs per event)."""
+        c, m, k = shares
+        self.bound_time[_BOUNDS[0 if c >= m and c >= k else 1 if m >= k else 2]] += total_s
 
-    def arrivals(self):
-        inc, arr = self.incoming, self.arrive
-        while inc and arr[inc[0]] <= self.clock:
-            self.waiting.append(inc.popleft())
-
-    def finish_done(self):
+    def finish_done(self, known: bool = False):
+        """Retire the running requests with nothing left to generate (``known``: one has)."""
         N = self.N
-        if N == 0 or _min(self.r_rem[:N]) > 0:
-            return
+        if not known:
+            if N == 0 or self.low > 0:
+                return
+            self.low = int(_min(self.r_rem[:N]))
+            if self.low > 0:
+                return
         fin = self.r_rem[:N] <= 0
         done = int(np.count_nonzero(fin))
         st = self._state
@@ -114,10 +112,11 @@ class Scheduler:
             self.free += int(_sum(self.r_pages[:N][fin]))
             st[:, :N - done] = st[:, :N][:, ~fin]
         self.completed += done
-        self.N = N - done
+        self.N = N = N - done
+        self.low = int(_min(self.r_rem[:N])) if N else 0
         if self.closed:
             for _ in range(done):
-                if self.issued < self.T.size:
+                if self.issued < self.n:
                     self.arrive[self.issued] = self.clock
                     self.incoming.append(self.issued)
                     self.issued += 1
@@ -128,19 +127,19 @@ class Scheduler:
         self.free += int(self.r_pages[j])
         if self.r_done[j] < self.r_target[j]:
             self.n_prefill -= 1
-        self.gen[i] = self.G[i] - self.r_rem[j]
+        self.gen[i] = self.G[i] - int(self.r_rem[j])
         self.preempt[i] += 1
         self.N = j
         return i
 
     def _target(self, i: int) -> int:
         """Tokens to prefill: the prompt, plus the generated tokens after a preemption."""
-        return int(self.T[i] + self.gen[i])
+        return self.T[i] + self.gen[i]
 
     def _admit_pages(self, i: int) -> int:
         """Pages request i takes when admitted: its prompt's, or (preemption "none": the engine
         reserves to completion) its final context's, T + G - 1 positions."""
-        held = self._target(i) + (int(self.G[i] - self.gen[i]) - 1 if self.reserve else 0)
+        held = self._target(i) + (self.G[i] - self.gen[i] - 1 if self.reserve else 0)
         return -(-held // self.bs) - self.shared_pages
 
     def _extra_s(self, tokens, prefill: bool = False) -> float:
@@ -155,44 +154,43 @@ class Scheduler:
         """One step. Mixed policy: every decode plus prefill chunks within the token budget;
         prefill_first: a step with prefill work (a running prefill, or a request that can be
         admitted) carries no decodes; one_at_a_time: such a step carries one prompt's chunk.
-        Without chunked prefill a prompt is admitted whole, or alone in pieces when the first."""
-        N = self.N
+        Without chunked prefill a prompt is admitted whole, or alone in pieces when the first.
+
+        The running requests still in prefill are the batch's last ``n_prefill`` (admission
+        appends, prompts get the budget in admission order, preemption takes the last, and a
+        finish, which compacts in order, is never a prefill's), so the decoding ones are a
+        prefix of the arrays: slices, no masks."""
         r_kv, r_done, r_target = self.r_kv, self.r_done, self.r_target
         only_prefill = self.policy != "mixed" and (self.n_prefill > 0 or self.can_admit())
         one = self.policy == "one_at_a_time"
-        all_dec = self.n_prefill == 0
-        dec = None if all_dec else r_done[:N] >= r_target[:N]
-        if only_prefill:
-            dec = np.zeros(N, bool)
-        need = self._page_need(r_kv[:N], dec)
-        n_need = int(_sum(need))
-        preempted = []
-        while n_need > self.free and self.N:
-            preempted.append(self.preempt_last())
-            n_need -= int(need[self.N])
-            need = need[:self.N]
-            dec = None if dec is None else dec[:self.N]
-        for i in preempted:  # back to the head of the queue, earliest admitted first
-            self.waiting.appendleft(i)
+        n_dec = 0 if only_prefill else self.N - self.n_prefill  # decoding this step: the first n_dec
+        m = self.timer.emits(self.j)  # tokens each decoding request emits
+        need = self._page_need(r_kv[:n_dec], m)
+        n_need = int(_sum(need)) if n_dec else 0
+        if n_need > self.free:
+            preempted = []
+            while n_need > self.free and self.N:
+                preempted.append(self.preempt_last())
+                if self.N < n_dec:
+                    n_dec = self.N
+                    n_need -= int(need[n_dec])
+            need = need[:n_dec]
+            for i in preempted:  # back to the head of the queue, earliest admitted first
+                self.waiting.appendleft(i)
         N = self.N
-        n_dec = N if dec is None else int(_sum(dec))
         left = self.budget - n_dec * self.dec_tokens
-        pos, chunk, past = [], [], []
-        # decode contexts: the prefilling requests are taken out below
-        kv_sum = 0 if only_prefill else int(_sum(r_kv[:N]))
-        if dec is not None:
-            for p in np.nonzero(r_done[:N] < r_target[:N])[0].tolist():
-                if one and chunk:
-                    break
-                done = int(r_done[p])
-                if not only_prefill:
-                    kv_sum -= int(r_kv[p])
-                c = min(int(r_target[p]) - done, left)
-                if c > 0:
-                    pos.append(p)
-                    chunk.append(c)
-                    past.append(done)
-                    left -= c
+        pos, chunk, past, tgts = [], [], [], []
+        for p in range(N - self.n_prefill, N):
+            if one and chunk:
+                break
+            done, tgt = int(r_done[p]), int(r_target[p])
+            c = min(tgt - done, left)
+            if c > 0:
+                pos.append(p)
+                chunk.append(c)
+                past.append(done)
+                tgts.append(tgt)
+                left -= c
         M = N
         while self.waiting and M < self.mb and left > 0 and not (one and chunk):
             i = self.waiting[0]
@@ -200,7 +198,7 @@ class Scheduler:
             p = self._admit_pages(i)
             if self.free - p < self.wm:
                 break
-            hit = int(self.cached[i])
+            hit = self.cached[i]
             c = tgt - hit
             if c > left:
                 if not self.chunked and chunk:
@@ -208,67 +206,56 @@ class Scheduler:
                 c = left
             self.waiting.popleft()
             self.free -= p
-            self.r_id[M], r_kv[M], self.r_rem[M] = i, hit, self.G[i] - self.gen[i]
-            self.r_pages[M], r_done[M], r_target[M] = p, hit, tgt
+            rem = self.G[i] - self.gen[i]
+            self.low = min(self.low, rem)
+            self._state[:, M] = i, hit, rem, p, hit, tgt
             pos.append(M)
             chunk.append(c)
             past.append(hit)
+            tgts.append(tgt)
             left -= c
             M += 1
         self.n_prefill += M - N
         self.N = M
         if n_dec == 0 and not chunk:
             return
-        dt = self._step_s(N, n_dec, kv_sum, dec, chunk, past)
-        self.clock += dt
+        dt, shares = self.timer.one(r_kv[:n_dec], chunk, past)
+        self._tally(dt, shares)
+        self.clock += dt + self._extra_s(n_dec + sum(chunk), bool(chunk))
         self.steps += 1
-        if n_dec:
-            self._advance(N, n_dec, dec, need, n_need)
-        for p, c in zip(pos, chunk, strict=True):  # prefill chunks; a completed prefill samples a token
-            done = int(r_done[p]) + c
+        if n_dec:  # the decode tokens (each at most what its request still needs) and their new pages
+            rem = self.r_rem[:n_dec]
+            self.out_tokens += n_dec if m == 1 else int(_sum(np.minimum(m, np.maximum(rem, 0))))
+            r_kv[:n_dec] += m
+            rem -= m
+            self.low -= m
+            if n_need:
+                self.r_pages[:n_dec] += need
+                self.free -= n_need
+            self.j += 1
+        for p, c, done, tgt in zip(pos, chunk, past, tgts, strict=True):  # prefill chunks; a completed prefill samples a token
+            done += c
             r_done[p] = done
             r_kv[p] = done
-            if done >= r_target[p]:
+            if done >= tgt:
                 self.n_prefill -= 1
-                self.r_rem[p] -= 1
+                rem = int(self.r_rem[p]) - 1
+                self.r_rem[p] = rem
+                self.low = min(self.low, rem)
                 self.out_tokens += 1
                 i = self.r_id[p]
                 if self.first[i] != self.first[i]:  # nan: the first token (not a recompute)
                     self.first[i] = self.clock
         self.finish_done()
 
-    def _page_need(self, kv, dec):
-        """Per running request: pages its decode token(s) this step take (a bool mask when 0 or 1);
-        none when the engine reserved every page at admission."""
+    def _page_need(self, kv, m: int):
+        """Per decoding request at context ``kv``: pages its ``m`` decode tokens this step take (a
+        bool mask when 0 or 1); none when the engine reserved every page at admission."""
         if self.reserve:
             return np.zeros(kv.size, bool)
-        m = self.timer.emits(self.j)
         if m == 1:
-            need = kv % self.bs == 0
-            return need if dec is None else need & dec
-        need = -(-(kv + m) // self.bs) - -(-kv // self.bs)
-        return need if dec is None else need * dec
-
-    def _step_s(self, N: int, n_dec: int, kv_sum: int, dec, chunk, past) -> float:
-        """The step's time (and its tally by bound)."""
-        kv_dec = self.r_kv[:N] if dec is None else self.r_kv[:N][dec]
-        dt, shares = self.timer.one(kv_dec, chunk, past)
-        self._tally(dt, shares)
-        return dt + self._extra_s(n_dec + sum(chunk), bool(chunk))
-
-    def _advance(self, N: int, n_dec: int, dec, need, n_need: int) -> None:
-        """The decoding requests' tokens (each emits the timer's tokens for this step, at most
-        what it still needs) and new pages."""
-        m = self.timer.emits(self.j)
-        r_kv, rem = self.r_kv, self.r_rem[:N]
-        step = m if dec is None else (dec if m == 1 else m * dec)
-        self.out_tokens += n_dec if m == 1 else int(_sum(np.minimum(step, np.maximum(rem, 0))))
-        r_kv[:N] += step
-        rem -= step
-        if n_need:
-            self.r_pages[:N] += need
-            self.free -= n_need
-        self.j += 1
+            return kv % self.bs == 0
+        return -(-(kv + m) // self.bs) - -(-kv // self.bs)
 
     # ----- runs of pure decode steps
 
@@ -285,10 +272,18 @@ class Scheduler:
         bs, sp = self.bs, self.shared_pages
         kv, rem, pages = self.r_kv[:N], self.r_rem[:N], self.r_pages[:N]
         first = int(_min(rem))  # a request finishes once it has emitted this many (each step emits >= 1)
-        cum = self.timer.emitted(self.j, min(max(first, 1), MAX_RUN))  # tokens each has emitted after 1, 2, ... steps
-        unit = self.timer.tokens_per_step == 1.0  # one token a step: cum is 1, 2, 3, ...
-        k = min(first, MAX_RUN) if unit else min(int(cum.searchsorted(first)) + 1, MAX_RUN)  # the first finish
-        if not self.reserve and N * (int(cum[k - 1]) // bs + 1) > self.free:
+        unit = self.unit
+        if unit:  # one token a step: after k steps each has emitted k (the first finish at k = first)
+            k = min(first, MAX_RUN)
+            cum = None
+            emitted = k
+        else:
+            cum = self.timer.emitted(self.j, min(max(first, 1), MAX_RUN))  # tokens each has emitted after 1, 2, ... steps
+            k = min(int(cum.searchsorted(first)) + 1, MAX_RUN)  # the first finish
+            emitted = int(cum[k - 1])
+        if not self.reserve and N * (emitted // bs + 1) > self.free:
+            if unit:
+                cum = self.timer.emitted(self.j, k)
             # pages taken after each step: a request at kv (kv % bs = r) holding ceil(kv / bs) pages
             # takes ceil((r + cum_j) / bs) - ceil(r / bs) more after step j; count requests by r
             counts = np.bincount(kv % bs, minlength=bs)
@@ -311,44 +306,53 @@ class Scheduler:
             ahead = np.empty(k)
             ahead[0] = 0.0
             ahead[1:] = cum[:k - 1]
-        times, shares = self.timer.decode_run(kv, ahead)
+        times, shares = self.timer.decode_times(kv, ahead)
         cum_t = (times + extra if extra else times).cumsum()
         if arrival:
             k = min(k, int(cum_t.searchsorted(t_arr)) + 1)
         total = float(cum_t[k - 1])
-        self._tally(total, _sum(shares[:, :k], axis=1))
+        self._tally(total, shares(k))
         self.clock += total
         self.steps += k
-        emitted = int(cum[k - 1])
+        emitted = k if unit else int(cum[k - 1])
         self.out_tokens += N * emitted if emitted <= first else int(_sum(np.minimum(emitted, rem)))
         kv += emitted
         rem -= emitted
+        self.low = first - emitted
         if not self.reserve:
-            new_pages = (kv + (bs - 1)) // bs  # ceil(kv / bs), the shared prefix's pages not the request's
+            held = int(_sum(pages))
+            np.floor_divide(kv + (bs - 1), bs, out=pages)  # ceil(kv / bs), the shared prefix's pages not the request's
             if sp:
-                new_pages -= sp
-            self.free -= int(_sum(new_pages - pages))
-            pages[:] = new_pages
+                pages -= sp
+            self.free -= int(_sum(pages)) - held
         self.j += k
         if first <= emitted:
-            self.finish_done()
+            self.finish_done(True)
         return True
 
     def run(self) -> None:
-        n = self.T.size
-        self.record()
-        while self.completed < n:
-            self.arrivals()
-            if self.N == 0 and not self.waiting:
-                if not self.incoming:
+        """Events until every request has finished: arrivals join the queue, then a decode run
+        or else one step; the timeline takes a row at the start and after each event."""
+        n = self.n
+        inc, arr, waiting = self.incoming, self.arrive, self.waiting
+        t, kv, run, wait, out = self.tl
+        while True:
+            t.append(self.clock)
+            kv.append(self.free)
+            run.append(self.N)
+            wait.append(len(waiting))
+            out.append(self.out_tokens)
+            if self.completed >= n:
+                return
+            while inc and arr[inc[0]] <= self.clock:  # arrivals
+                waiting.append(inc.popleft())
+            if self.N == 0 and not waiting:
+                if not inc:
                     raise RuntimeError("simulation stalled with requests outstanding")
-                self.clock = max(self.clock, float(self.arrive[self.incoming[0]]))
-                self.record()
-                continue
-            if not self.decode_run():
+                self.clock = max(self.clock, float(arr[inc[0]]))
+            elif not self.decode_run():
                 before = self.steps
                 self.step()
                 if self.steps == before and self.N == 0:
-                    i = self.waiting[0]
+                    i = waiting[0]
                     raise RuntimeError(f"request {i} needs {self._target(i)} positions, more than the KV pages hold")
-            self.record()

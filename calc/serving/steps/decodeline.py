@@ -47,10 +47,27 @@ class DecodeLine:
         p = np.searchsorted(self.bp, u)
         return self.t0[p] + self.t1[p] * u, self.s0[:, p] + self.s1[:, p] * u
 
+    def ascending(self, u: np.ndarray):
+        """(step times [k], shares(j): the shares [3] (a list) summed over the first j steps) of steps at
+        ascending total contexts ``u`` [k] (a run's): the times are run(u)'s; on one piece the
+        shares are summed in closed form, j s0 + s1 sum(u[:j]), so a run the scheduler cuts
+        short never prices the shares of the steps it does not take."""
+        lo = bisect_left(self.bp_list, float(u[0]))
+        if lo == bisect_left(self.bp_list, float(u[-1])):
+            s0, s1 = self.s0[:, lo].tolist(), self.s1[:, lo].tolist()
+            return self.t0_list[lo] + self.t1_list[lo] * u, lambda j: _affine(s0, s1, j, float(np.add.reduce(u[:j])))
+        t, s = self.run(u)
+        return t, lambda j: np.add.reduce(s[:, :j], axis=1)
+
     def time(self, u: float) -> float:
         """One step's time at total context ``u``."""
         p = bisect_left(self.bp_list, u)
         return self.t0_list[p] + self.t1_list[p] * u
+
+
+def _affine(s0: list, s1: list, j: int, u: float) -> list:
+    """[a j + b u for each bound]: j steps' shares on one piece, in scalars."""
+    return [a * j + b * u for a, b in zip(s0, s1, strict=True)]
 
 
 def _unit_features(sm: StepModel, rows: int):
