@@ -64,6 +64,11 @@ class Efficiency:
             if key == name:
                 return n * op.present
         return op.kernels * op.present
+
+    def kernels_launched(self, ops) -> float:
+        """Kernels a pass of these operators launches: each one's kernels_of, times its layers."""
+        return float(sum(self.kernels_of(op) * op.layers for op in ops))
+
     tables: KernelSet | None = None  # measured kernel tables: they time the operators they cover
     # the preset's weight-only GEMMs, (weight dtype, kernel) pairs: what dequantising costs
     weight_only: tuple[tuple[str, WeightOnlyKernel], ...] = ()

@@ -60,7 +60,7 @@ def _launched_eagerly(cost: PhaseCost, eff) -> PhaseCost:
     step model it fits time graph replays.)"""
     if not eff.prefill_launch_s:
         return cost
-    kernels = float(np.sum([eff.kernels_of(t.op) * t.op.layers for t in cost.ops]))
+    kernels = eff.kernels_launched(t.op for t in cost.ops)
     return replace(cost, step_overhead_s=cost.step_overhead_s + kernels * eff.prefill_launch_s)
 
 

@@ -110,15 +110,13 @@ class Replica:
         """Kernels one forward pass launches (the engine's kernel set over the pass's operators)."""
         ops = pass_ops(self.model, Pass(np.float64(1.0), np.float64(1.0), np.float64(1.0), "decode"), self.dt,
                        self.attention, self.par)
-        return float(sum(self.eff.kernels_of(op) * op.layers for op in ops))
+        return self.eff.kernels_launched(ops)
 
     @cached_property
     def eager_step_s(self) -> float:
-        """What a step launched eagerly pays (past the engine's CUDA-graph cap, or with prefill under
-        graphs of decode-only steps: Serving.eager): its kernels x the eager launch cost (0: never)."""
-        sv = self.serving
-        eager = sv.graph_max_batch is not None or not sv.graph_prefill
-        return self.kernels_per_step * sv.eager_launch_us * MICRO if eager else 0.0
+        """What a step launched eagerly pays (Serving.eager says which: past the engine's CUDA-graph
+        cap, or with prefill under graphs of decode-only steps): its kernels x the eager launch cost."""
+        return self.kernels_per_step * self.serving.eager_launch_us * MICRO
 
     @property
     def label(self) -> str:
