@@ -56,13 +56,17 @@ class DecodeLine:
         if lo == bisect_left(self.bp_list, float(u[-1])):
             s0, s1 = self.s0[:, lo].tolist(), self.s1[:, lo].tolist()
             return self.t0_list[lo] + self.t1_list[lo] * u, lambda j: _affine(s0, s1, j, float(np.add.reduce(u[:j])))
-        t, s = self.run(u)
-        return t, lambda j: np.add.reduce(s[:, :j], axis=1)
+        return with_prefix_shares(*self.run(u))
 
     def time(self, u: float) -> float:
         """One step's time at total context ``u``."""
         p = bisect_left(self.bp_list, u)
         return self.t0_list[p] + self.t1_list[p] * u
+
+
+def with_prefix_shares(t: np.ndarray, s: np.ndarray):
+    """(step times [k], shares(j): the shares [3, k] summed over the first j steps) of a priced run."""
+    return t, lambda j: np.add.reduce(s[:, :j], axis=1)
 
 
 def _affine(s0: list, s1: list, j: int, u: float) -> list:

@@ -34,7 +34,7 @@ from typing import Protocol
 
 import numpy as np
 
-from calc.serving.steps.decodeline import decode_line
+from calc.serving.steps.decodeline import decode_line, with_prefix_shares
 from calc.serving.steps.stepmodel import StepFeatures, StepModel
 
 _NONE = np.zeros(0)
@@ -131,8 +131,7 @@ class PlainTimer:
         line = decode_line(self.steps, kv.size)
         if line is not None:
             return line.ascending(float(np.add.reduce(kv)) + kv.size * ahead)
-        t, s = self.decode_run(kv, ahead)
-        return t, lambda j: np.add.reduce(s[:, :j], axis=1)
+        return with_prefix_shares(*self.decode_run(kv, ahead))
 
     def decode_s(self, kv) -> float:
         line = decode_line(self.steps, kv.size)
@@ -188,8 +187,7 @@ class SpecTimer:
     def decode_times(self, kv, ahead):
         lt, ld = decode_line(self.target, kv.size, self.k + 1), decode_line(self.draft, kv.size)
         if lt is None or ld is None:
-            t, s = self.decode_run(kv, ahead)
-            return t, lambda j: np.add.reduce(s[:, :j], axis=1)
+            return with_prefix_shares(*self.decode_run(kv, ahead))
         u = float(np.add.reduce(kv)) + kv.size * np.asarray(ahead, float)
         (vt, vs), (dt, ds), k = lt.ascending(u), ld.ascending(u), self.k
         return vt + k * dt, lambda j: [a + k * b for a, b in zip(vs(j), ds(j), strict=True)]
