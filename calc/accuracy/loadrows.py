@@ -8,8 +8,10 @@ under one load: N concurrent clients (a closed loop), an arrival rate (open loop
 and are predicted together: one simulation per run, through calc.accuracy.scenario and
 calc.accuracy.compare, exactly as `roofline compare` predicts a `vllm bench serve` result.
 
-Engine arguments the run was published with are kept as ``key=value;...`` under the engine's
-own argument names (``engine_args``); those the scenario knows (``max_num_seqs``) reach it.
+Engine arguments the run was launched with that its preset's scheduler models are kept as
+``key=value;...`` under the engine's own argument names (``engine_args``) and reach the
+scenario as `roofline compare --engine-arg` passes them (an unknown one is an error in the
+data); arguments no scheduler field stands for are stated in the row's notes.
 """
 
 from __future__ import annotations
@@ -37,10 +39,8 @@ MEASURED = {("ttft_s", "mean"): "ttft_mean_s", ("ttft_s", "median"): "ttft_p50_s
             ("output_tokens_per_s", "aggregate"): "output_tokens_per_s"}
 LOADS_PUBLISHED = ("concurrency", "rate", "burst")  # calc.accuracy.benchmarks' loads, less a fixed batch
 UNITS = {"ttft_s": "s", "tpot_s": "s", "itl_s": "s", "e2e_s": "s", "output_tokens_per_s": "tokens/s"}
-# Simulated requests per run: a run's own count up to this cap (closed loops at least two
-# rounds of their clients; a burst all of its requests, the load itself). A run that does not
-# state its count is simulated with ten requests per client.
-MAX_REQUESTS = 2000
+# Simulated requests per run: the run's own count, uncapped (a burst: all of its requests, the
+# load itself). A run that does not state its count is simulated with ten requests per client.
 ROUNDS_UNSTATED = 10
 
 
@@ -66,7 +66,7 @@ class LoadRow:
     metric: str
     statistic: str
     value: float
-    engine_args: dict[str, str] = field(default_factory=dict)
+    engine_args: dict = field(default_factory=dict)
 
     @property
     def measured_as(self) -> str:
@@ -78,14 +78,11 @@ class LoadRow:
         return self.concurrency if self.load == "concurrency" else self.num_prompts if self.load == "burst" else None
 
 
-def _engine_args(text: str, where: str) -> dict[str, str]:
-    out = {}
-    for part in filter(None, (p.strip() for p in (text or "").split(";"))):
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip():
-            raise SpecError(where, "engine_args", f"{part!r} is not key=value")
-        out[key.strip()] = value.strip()
-    return out
+def _engine_args(text: str, where: str) -> dict:
+    """The run's engine arguments, KEY=VALUE;KEY=VALUE (calc.spec.scheduler.parse_engine_args)."""
+    from calc.spec.scheduler import parse_engine_args
+
+    return parse_engine_args(filter(None, (p.strip() for p in (text or "").split(";"))), where, "engine_args")
 
 
 def load_rows(path: Path = UNDER_LOAD) -> tuple[list[LoadRow], list[tuple[str, str]]]:
@@ -173,12 +170,10 @@ def runs(rows: list[LoadRow]) -> dict[str, list[LoadRow]]:
 
 
 def simulated_requests(r: LoadRow) -> int:
-    """How many requests the scoring simulates for the run (see MAX_REQUESTS)."""
+    """How many requests the scoring simulates for the run (see ROUNDS_UNSTATED)."""
     if r.load == "burst":
         return int(r.num_prompts)
-    stated = r.num_prompts or ROUNDS_UNSTATED * (r.concurrency or 1)
-    floor = 2 * r.concurrency if r.load == "concurrency" else 1
-    return int(min(stated, max(MAX_REQUESTS, floor)))
+    return int(r.num_prompts or ROUNDS_UNSTATED * (r.concurrency or 1))
 
 
 def scenario(run_rows: list[LoadRow], preset: str):
@@ -191,11 +186,10 @@ def scenario(run_rows: list[LoadRow], preset: str):
               measured={x.measured_as: x.value for x in run_rows}, concurrency=r.concurrency,
               rate_per_s=r.rate_per_s, num_requests=simulated_requests(r), prompt_len=r.prompt_len,
               output_len=r.output_len, model_id=r.model)
-    seqs = r.engine_args.get("max_num_seqs")
     opts = Conditions(model=r.model, hardware=r.hardware, engine=preset, tp=r.tp, gpus=r.gpus,
                       weight_dtype=r.weight_dtype, kv_dtype=r.kv_dtype, compute_dtype=r.compute_dtype,
                       prompt_len=r.prompt_len, output_len=r.output_len,
-                      max_num_seqs=int(seqs) if seqs else None)
+                      engine_args=r.engine_args or None)
     return resolve(run, opts)
 
 

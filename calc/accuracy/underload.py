@@ -10,7 +10,7 @@ with no per-pass rows with the presets fitted on all of them (none of which are 
 Scheduler values the engines' docs state are not fitted.
 
 Each run is one simulation (calc.accuracy.compare.predict on a Scenario built by
-calc.accuracy.loadrows.scenario), capped at loadrows.MAX_REQUESTS simulated requests.
+calc.accuracy.loadrows.scenario), each of the run's own request count.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def worst(results: list[LoadResult], n: int = 10) -> str:
 
 def section(lr: LoadRun, n_file: int, loso: bool = True) -> str:
     """The accuracy report's "Serving under load" section (markdown)."""
-    from calc.accuracy.loadrows import MAX_REQUESTS, ROUNDS_UNSTATED
+    from calc.accuracy.loadrows import ROUNDS_UNSTATED
 
     res = lr.results
     held = ("each publisher's rows predicted with the engine presets fitted, in the per-pass fit above, on "
@@ -181,8 +181,8 @@ Every row of [under_load.csv](under_load.csv) ({n_file} published measurements o
 many requests at once: {len({r.row.run for r in res})} runs, {len({r.row.publisher for r in res})} publishers, {len({r.row.engine for r in res})} engines; sources in
 [SOURCES.md](SOURCES.md)) predicted through the serving simulator, as
 `roofline compare` predicts a `vllm bench serve` run: {held}. Nothing is fitted on these
-rows. One simulation per run, of the run's own request count up to {MAX_REQUESTS} (closed loops at
-least two rounds of their clients, a burst all its requests; {ROUNDS_UNSTATED} per client where the
+rows. One simulation per run, of the run's own request count, uncapped (a burst: all its
+requests; {ROUNDS_UNSTATED} per client where the
 count is not published); a median ITL is predicted as the median request's TPOT. Load level is
 the number of requests in flight (clients, or a burst's size); open-loop runs are "rate". Cells:
 median |error| / p90 |error| / median signed error (rows); signed < 0: the prediction is

@@ -84,24 +84,10 @@ def compare_cmd(
 
 
 def _engine_args(pairs: list[str] | None) -> dict | None:
-    """--engine-arg KEY=VALUE pairs as a mapping, each value read as YAML (0.5, 2048, true, NAME)."""
-    import yaml
+    """--engine-arg KEY=VALUE pairs as a mapping (calc.spec.scheduler.parse_engine_args)."""
+    from calc.spec.scheduler import parse_engine_args
 
-    from calc.core.errors import SpecError
-
-    if not pairs:
-        return None
-    out = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key.strip():
-            raise SpecError("--engine-arg", None, f"{pair!r}: expected KEY=VALUE")
-        try:
-            value = yaml.safe_load(raw)
-        except yaml.YAMLError:
-            value = raw
-        out[key.strip().replace("-", "_")] = value
-    return out
+    return parse_engine_args(pairs, "--engine-arg") if pairs else None
 
 
 def _refit(runs, presets, out, fit_out):

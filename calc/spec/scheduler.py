@@ -103,6 +103,25 @@ def _field_problem(field: str, value: Any) -> str | None:
     return None
 
 
+def parse_engine_args(pairs, where: object, field: str | None = None) -> dict[str, Any]:
+    """KEY=VALUE pairs (an engine's own argument names; dashes read as underscores) as a mapping,
+    each value read as YAML (0.5, 2048, true, NAME); a pair without ``=`` is a SpecError naming
+    ``where`` and ``field``."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise SpecError(where, field, f"{pair!r}: expected KEY=VALUE")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
+        out[key.strip().replace("-", "_")] = value
+    return out
+
+
 def map_engine_args(engine: str, args_spec: dict[str, EngineArg], args: dict, where: object,
                     prefix: str = "engine_args", others: dict[str, dict] | None = None) -> dict[str, Any]:
     """The Serving fields that ``args`` (the engine's own names) set; every problem a SpecError

@@ -13,7 +13,6 @@ from calc.accuracy.fit import FitParam, FitSpec, loso
 from calc.accuracy.loadrows import (
     COLUMNS,
     LEVELS,
-    MAX_REQUESTS,
     MEASURED,
     UNDER_LOAD,
     LoadRow,
@@ -150,25 +149,44 @@ def test_each_publisher_is_predicted_with_presets_fitted_without_it():
 
 
 def test_a_run_becomes_the_scenario_compare_predicts():
-    r = _load("r", "P", conc=16, n=1000, args={"max_num_seqs": "64", "gpu_memory_utilization": "0.5"})
+    r = _load("r", "P", conc=16, n=1000, args={"max_num_seqs": 64, "gpu_memory_utilization": 0.5})
     sc = scenario([r, LoadRow(**{**r.__dict__, "id": "r2", "metric": "output_tokens_per_s",
                                  "statistic": "aggregate", "value": 900.0})], "vllm")
     assert (sc.model, sc.hardware, sc.engine, sc.tp, sc.gpus) == ("llama-3.1-8b", "h100-sxm", "vllm", 1, 1)
     assert (sc.run.load, sc.run.concurrency, sc.max_num_seqs) == ("concurrency", 16, 64)
     assert sc.prompt_lens.tolist() == [128] and sc.output_lens.tolist() == [64]
     assert sc.measured == {"ttft_mean_s": 1.0, "output_tokens_per_s": 900.0}
-    assert sc.run.num_requests == min(1000, MAX_REQUESTS)  # the 1000 published, under the cap
+    assert sc.run.num_requests == 1000  # the 1000 published
+    assert sc.serving.gpu_memory_utilization == 0.5  # every engine argument reaches the scheduler
+
+
+def test_a_runs_engine_arguments_are_read_under_the_engines_own_names():
+    """TensorRT-LLM's max_num_tokens / max_batch_size are its token budget and running cap; a
+    name the preset does not map is an error in the data, naming the row."""
+    r = _load("t", "P", conc=16, n=100, engine="tensorrt-llm", args={"max_batch_size": 512, "max_num_tokens": 16384})
+    sc = scenario([r], "trtllm")
+    assert (sc.serving.max_batched_tokens, sc.serving.max_num_seqs, sc.max_num_seqs) == (16384, 512, 512)
+    bad = _load("u", "P", conc=16, n=100, engine="tensorrt-llm", args={"ep_size": 4})
+    with pytest.raises(SpecError, match="ep_size"):
+        scenario([bad], "trtllm")
+
+
+def test_engine_arguments_in_the_data_are_read_as_compare_reads_them():
+    from calc.accuracy.loadrows import _engine_args
+
+    assert _engine_args("max_batch_size=512; enable_chunked_prefill=false;x=fp8", "f") == {
+        "max_batch_size": 512, "enable_chunked_prefill": False, "x": "fp8"}
+    with pytest.raises(SpecError, match="expected KEY=VALUE"):
+        _engine_args("max_batch_size", "f")
 
 
 def test_simulated_requests_by_hand():
-    assert simulated_requests(_load("a", "P", conc=8, n=48)) == 48  # the run's own count, under the cap
-    assert simulated_requests(_load("a", "P", conc=8, n=50_000)) == MAX_REQUESTS
-    many = MAX_REQUESTS // 2 + 1  # clients whose two rounds exceed the cap
-    assert simulated_requests(_load("a", "P", conc=many, n=50_000)) == 2 * many  # two rounds of them
+    assert simulated_requests(_load("a", "P", conc=8, n=48)) == 48  # the run's own count
+    assert simulated_requests(_load("a", "P", conc=8, n=50_000)) == 50_000  # no cap: a backlog is simulated whole
     assert simulated_requests(_load("a", "P", conc=8)) == 80  # not published: ten per client
     assert simulated_requests(_load("a", "P", load="burst", n=2048)) == 2048  # a burst is all of it
     assert simulated_requests(_load("a", "P", load="rate", n=500)) == 500
-    assert simulated_requests(_load("a", "P", load="rate", n=50_000)) == MAX_REQUESTS
+    assert simulated_requests(_load("a", "P", load="rate", n=50_000)) == 50_000
 
 
 def test_preset_names():
