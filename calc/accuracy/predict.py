@@ -77,7 +77,7 @@ def model_metric(row: Row, preset: EngineSpec | None, memo: dict | None = None, 
     T, G = row.prompt_len, row.output_len
     m = row.metric
     if m in ("output_tokens_per_s", "output_tokens_per_s_per_gpu") and row.batch is None:
-        total = replicas * _steady_output(model, hw, row, kw, memo, across)
+        total = replicas * _steady_output(model, hw, row, kw, preset, memo, across)
         return total / row.gpus if m.endswith("_per_gpu") else total
     B = row.batch or row.concurrency or 1
     est = estimate(model, hw, B, T, max(G, 2) if m in ("decode_tokens_per_s", "tpot_s") else G, Setup.of(**kw))
@@ -100,24 +100,31 @@ def model_metric(row: Row, preset: EngineSpec | None, memo: dict | None = None, 
     raise SpecError(str(PUBLISHED), "metric", f"unknown metric {m!r} in row {row.id}")
 
 
-def _steady_output(model, hw, row: Row, kw: dict, memo: dict | None = None, across: dict | None = None) -> float:
+def _steady_output(model, hw, row: Row, kw: dict, preset: EngineSpec | None, memo: dict | None = None,
+                   across: dict | None = None) -> float:
     """Output tokens/s of one replica under continuous batching at the row's concurrency
     (or as many running requests as the KV cache and the engine's cap allow); ``memo`` and
     ``across``: model_metric's, keeping one replica per configuration (its max batch set per
     row) and steady_state's memo per row, KV budget and scheduler."""
     from calc.cost.dtypes import Dtypes
     from calc.serving.replica.capacity import Replica, steady_state
-    from calc.spec.workload import Serving
+    from calc.spec.scheduler import Serving, resolve_serving
 
     memo = {} if memo is None else memo
     key = ("replica", row.model, row.hardware, row.tp, kw["weight_dtype"], kw["kv_dtype"], kw["compute_dtype"],
            kw["group_size"], kw["attention"])
-    cap = row.concurrency or MAX_LOAD_BATCH
     if key in memo:  # the configuration's KV budget and step model, computed for an earlier row
-        rep = memo[key].with_max_batch(cap)
+        rep = memo[key]
     else:
         dt = Dtypes.resolve(model, kw["weight_dtype"], kw["kv_dtype"], kw["compute_dtype"], kw["group_size"])
-        rep = memo[key] = Replica(model, hw, row.tp, cap, dt, Serving(max_batched_tokens=8192), kw["attention"])
+        # the KV cache as the engine sizes and fills it on this GPU (its memory share, of what,
+        # and whether a request reserves its final context), in steps of an 8192-token budget
+        # (the ideal preset: the class defaults)
+        own = resolve_serving(None if kw["ideal"] else preset, hw.name, hw.memory_gb)
+        serving = Serving(max_batched_tokens=8192, gpu_memory_utilization=own.gpu_memory_utilization,
+                          kv_share_of=own.kv_share_of, preemption=own.preemption)
+        rep = memo[key] = Replica(model, hw, row.tp, MAX_LOAD_BATCH, dt, serving, kw["attention"])
+    rep = rep.with_max_batch(row.concurrency or MAX_LOAD_BATCH)
     if not rep.kv.fits:
         return float("nan")
     steady = {} if across is None else across.setdefault(

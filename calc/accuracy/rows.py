@@ -82,13 +82,14 @@ def compute_dtype_of(weight: str, act: str | None) -> str | None:
 
 def kv_dtype_of(weight: str, kv: str | None, model: str) -> str | None:
     """The KV dtype of a row: the one it states, else what its checkpoint gives the engine's
-    ``kv_cache_dtype auto``. Weights quantised to fp8 after training (NVIDIA ModelOpt, Neural
-    Magic's FP8-KV) ship KV scales, so an fp8 cache; a model whose own checkpoint is fp8
-    (DeepSeek-V3/R1: its quantization_config names weight blocks only) caches at the model
-    dtype (None: the model's serving dtype)."""
+    ``kv_cache_dtype auto``. Weights quantised to fp8 or fp4 after training (NVIDIA ModelOpt,
+    whose examples/llm_ptq/hf_ptq.py quantises the KV cache to fp8 unless told otherwise,
+    ``--kv_cache_qformat`` default "fp8"; Neural Magic's FP8-KV) ship KV scales, so an fp8
+    cache; a model whose own checkpoint is fp8 (DeepSeek-V3/R1: its quantization_config names
+    weight blocks only) caches at the model dtype (None: the model's serving dtype)."""
     if kv:
         return kv
-    return "fp8" if weight == "fp8" and not _ships_fp8(model) else None
+    return "fp8" if weight in ("fp8", "fp4") and not _ships_fp8(model) else None
 
 
 @functools.cache

@@ -293,6 +293,7 @@ def test_an_unstated_kv_dtype_is_the_checkpoints():
     assert kv_dtype_of("fp8", "", "llama-3.1-70b") == "fp8"  # quantised after training: KV scales ship with it
     assert kv_dtype_of("fp8", "", "deepseek-v3") is None  # its own checkpoint is fp8, its cache the model dtype
     assert kv_dtype_of("fp8", "bf16", "llama-3.1-70b") == "bf16" and kv_dtype_of("bf16", "", "llama-3.1-8b") is None
+    assert kv_dtype_of("fp4", "", "llama-3.1-70b") == "fp8"  # ModelOpt NVFP4: hf_ptq.py quantises KV to fp8 by default
     r = _load("d", "P", conc=16, n=100)
     sc = scenario([LoadRow(**{**r.__dict__, "model": "deepseek-v3", "hardware": "h200", "weight_dtype": "fp8",
                               "kv_dtype": kv_dtype_of("fp8", "", "deepseek-v3"), "gpus": 8, "tp": 8})], "vllm")
