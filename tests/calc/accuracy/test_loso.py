@@ -148,3 +148,27 @@ def test_predictor_memos_give_what_predict_gives():
     got = [[pred(r, q) for r in steady] for q in states]
     assert got == [[predict(r, q) for r in steady] for q in states]
     assert got[0] != got[1] and len(pred.memos) == 2 and len(pred.across) == 3
+
+
+def test_a_max_load_row_sizes_its_kv_cache_as_its_engine_does():
+    """TensorRT-LLM keeps kv_cache_free_gpu_memory_fraction 0.9 of the memory the weights and
+    workspace leave, and reserves each request's final context (GUARANTEED_NO_EVICT), where vLLM
+    keeps 0.9 of all memory: Llama-3.3-70B in fp8 on one H100 (81,559 MiB = 85.52e9 bytes)."""
+    from calc.accuracy.predict import _steady_output
+    from calc.spec.catalog import load_hardware, load_model
+
+    preset = engines()["trtllm"]
+    row = Row(id="r", publisher="P", engine="tensorrt-llm", preset="trtllm", model="llama-3.1-70b",
+              hardware="h100-sxm", weight_dtype="fp8", kv_dtype="fp8", compute_dtype="fp8", gpus=1, tp=1, pp=1,
+              batch=None, concurrency=None, prompt_len=1000, output_len=1000, metric="output_tokens_per_s", value=1.0)
+    kw = dict(weight_dtype="fp8", kv_dtype="fp8", compute_dtype="fp8", group_size=128, attention="fused", ideal=False)
+    memo = {}
+    _steady_output(load_model(row.model), load_hardware(row.hardware).with_engine(preset), row, kw, preset, memo)
+    kv = next(v for k, v in memo.items() if k[0] == "replica").kv
+    assert (kv.share_of, kv.utilization) == ("free", 0.9)
+    assert kv.capacity_bytes == pytest.approx(81559 * 2**20)
+    free = kv.capacity_bytes - kv.weights_bytes - kv.workspace_bytes
+    assert kv.kv_bytes == pytest.approx(0.9 * free)  # vLLM's rule would leave 0.9 x 85.52e9 - weights - workspace
+    # fp8 KV: 80 layers x 8 KV heads x 128 x (K and V) x 1 byte = 163,840 bytes per token
+    assert kv.kv_bytes_per_token == 80 * 8 * 128 * 2 * 1
+    assert next(v for k, v in memo.items() if k[0] == "replica").serving.preemption == "none"
