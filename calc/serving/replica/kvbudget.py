@@ -9,7 +9,8 @@
 with share = the scheduler's gpu_memory_utilization and its kv_share_of (calc.spec.scheduler).
 
 The workspace is the activation peak of one step at the token budget (a prefill
-chunk of max_batched_tokens, calc.cost.memory.activation_peak_bytes). Pages hold every
+chunk of max_batched_tokens in one pass, as the engine's profiling run measures it,
+calc.cost.memory.activation_peak_bytes). Pages hold every
 position of every layer (sliding-window layers are not reclaimed). A PP replica runs PP
 engines (one micro-batch each in flight, as vLLM's virtual engines), each with 1/PP of the pages.
 """
@@ -114,7 +115,7 @@ def kv_budget(model: ModelSpec, hw: HardwareSpec, dt: Dtypes, par: Parallel, ser
     weights = sharded_weight_bytes(model, dt.weight_bytes_per_param(), DTYPE_BYTES[dt.unquantized(model)], par)
     n = float(serving.max_batched_tokens)
     ops = pass_ops(model, Pass(np.float64(1.0), np.float64(n), np.float64(0.0), "prefill"), dt, attention, par)
-    workspace = float(activation_peak_bytes(model, 1.0, n, ops, dt))
+    workspace = float(activation_peak_bytes(model, 1.0, n, ops, dt, chunk=None))  # the engine profiles its whole budget
     per_token = model.kv_bytes_per_token(dt.kv) * kv_share_per_gpu(model, par)
     if draft is not None:
         weights += draft.weight_bytes

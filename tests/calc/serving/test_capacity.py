@@ -20,6 +20,15 @@ def replica(model="llama-3.1-8b", hw="h100-sxm", tp=1, mb=64, serving=None, **dt
     return Replica(m, load_hardware(hw), tp, mb, Dtypes.resolve(m, dtypes.get("weight"), dtypes.get("kv")), serving or Serving())
 
 
+def test_the_workspace_is_the_whole_token_budget_in_one_pass():
+    """An engine sizes its KV cache after a profiling pass at its whole token budget (vLLM's
+    profile_run): at a 32768-token budget the workspace is that pass's peak, not an
+    8192-token chunk's (what a long prompt's pass in `estimate` is capped at)."""
+    kv = replica(serving=Serving(max_batched_tokens=32768)).kv
+    n = 32768  # residual x[n, 4096] + SiLU-and-multiply reading [n, 2 x 14336], writing [n, 14336], bf16
+    assert kv.workspace_bytes == n * 4096 * 2 + n * 2 * 14336 * 2 + n * 14336 * 2 == 3_087_007_744
+
+
 def test_kv_pages_llama_8b_on_one_80gb_gpu_by_hand():
     """Llama-3.1-8B bf16 on one 80 GB GPU (h100-sxm), 2k contexts, vLLM's defaults. The device
     reports 81,559 MiB (nvidia-smi), and vLLM's utilisation share is of that total."""
