@@ -209,8 +209,11 @@ the LOSO folds. Fields, scopes, bounds and priors: [`{FIT_FILE.name}`](../../cal
 
 Lengths and batch from the row; `decode_tokens_per_s` = 1 / TPOT, `prefill_tokens_per_s` =
 B T / TTFT, fixed-batch throughput = B G / e2e, and concurrency or max-load throughput from the
-continuous-batching steady state (`calc.serving.replica.capacity`, KV-limited, up to 2048 running requests),
-times data-parallel replicas; `output_tokens_per_s_per_gpu` divides by the row's GPUs.
+continuous-batching steady state (`calc.serving.replica.capacity`, KV-limited, up to 2048 running requests,
+the KV cache sized and filled as the row's engine does: its memory share, of what, and whether a
+request reserves its final context), times data-parallel replicas; `output_tokens_per_s_per_gpu`
+divides by the row's GPUs. A row's KV dtype is the one it states, else fp8 for checkpoints
+quantised to fp8 or fp4 after training (ModelOpt quantises their KV cache to fp8 by default).
 Client-side TTFT and e2e add the preset's per-request serving time. llama.cpp's GGUF quantisation
 is counted as 32-weight groups; rows split over GPUs without a TP degree are llama.cpp layer splits
 (pipeline). NVFP4 rows (Blackwell, fp4 activations) run the fp4 GEMM class (block-scaled W4A4 at
