@@ -152,7 +152,7 @@ def _llamabench(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
     hw = _hardware(sc, preset)
     dt = _dtypes(sc, model, preset)
     attention = "fused" if preset.ideal else preset.attention_kernel
-    par = check(model, Parallel(sc.tp, sc.pp))
+    par = check(model, Parallel(sc.tp, sc.pp, sc.ep))
     eff = Efficiency.of(hw, preset.ideal)
     run = sc.run
     T, G, depth = int(run.prompt_len), int(run.output_len), run.depth
@@ -191,7 +191,7 @@ def _replica(sc: Scenario, preset: EngineSpec, max_batch: int | None, requests: 
     model = load_model(sc.model)
     attention = "fused" if preset.ideal else preset.attention_kernel
     rep = Replica(model, _hardware(sc, preset), sc.tp, max_batch or sc.serving.max_num_seqs or 1,
-                  _dtypes(sc, model, preset), sc.serving, attention)
+                  _dtypes(sc, model, preset), sc.serving, attention, pp=sc.pp, ep=sc.ep)
     if max_batch is None and sc.serving.max_num_seqs is None and rep.kv.fits:
         rep = rep.with_max_batch(max(min(rep.kv.pages, requests), 1))  # a sequence holds at least one page
     return rep
@@ -290,7 +290,7 @@ def _serving(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
 def question(sc: Scenario) -> tuple:
     """What a prediction depends on: two runs with the same key get the same prediction."""
     r = sc.run
-    return (sc.model, sc.hardware, sc.engine, sc.tp, sc.pp, sc.gpus, sc.weight_dtype, sc.kv_dtype, sc.compute_dtype,
+    return (sc.model, sc.hardware, sc.engine, sc.tp, sc.pp, sc.ep, sc.gpus, sc.weight_dtype, sc.kv_dtype, sc.compute_dtype,
             sc.batch, sc.max_num_seqs, sc.prompt_lens.tobytes(), sc.output_lens.tobytes(), tuple(sorted(sc.measured)),
             sc.constant_lengths, r.format, r.load, r.batch, r.concurrency, r.rate_per_s, r.burstiness, r.ramp_up,
             r.num_requests, r.prompt_len, r.output_len, r.depth, r.ubatch)

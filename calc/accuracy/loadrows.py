@@ -27,7 +27,7 @@ from calc.spec.catalog import hardware_catalog, model_catalog, shipped
 
 UNDER_LOAD = shipped("accuracy", "reports/accuracy") / "under_load.csv"
 COLUMNS = ("id", "run", "publisher", "source", "engine", "engine_version", "model", "weight_dtype", "kv_dtype",
-           "act_dtype", "gpu", "num_gpus", "tp", "load", "concurrency", "request_rate", "num_prompts", "input_len",
+           "act_dtype", "gpu", "num_gpus", "tp", "ep", "load", "concurrency", "request_rate", "num_prompts", "input_len",
            "output_len", "lengths", "metric", "statistic", "value", "unit", "tool", "engine_args", "notes")
 # (metric, statistic) -> the name calc.accuracy.compare predicts it under. A median ITL is
 # predicted as the median request's TPOT: the simulator keeps per-request times, not every
@@ -57,6 +57,7 @@ class LoadRow:
     compute_dtype: str | None
     gpus: int
     tp: int
+    ep: int  # expert-parallel GPUs of the TP ones (1: every expert split TP ways)
     load: str
     concurrency: int | None
     rate_per_s: float | None
@@ -132,7 +133,7 @@ def load_rows(path: Path = UNDER_LOAD) -> tuple[list[LoadRow], list[tuple[str, s
                 id=rid, run=r["run"], publisher=r["publisher"], engine=r["engine"], model=r["model"], hardware=r["gpu"],
                 weight_dtype=w, kv_dtype=kv_dtype_of(w, r["kv_dtype"], r["model"]),
                 compute_dtype=compute_dtype_of(w, r["act_dtype"] or None), gpus=int(csv_number(r["num_gpus"]) or 1),
-                tp=int(csv_number(r["tp"]) or 1), load=r["load"], concurrency=int(conc) if conc else None, rate_per_s=rate,
+                tp=int(csv_number(r["tp"]) or 1), ep=int(csv_number(r["ep"]) or 1), load=r["load"], concurrency=int(conc) if conc else None, rate_per_s=rate,
                 num_prompts=int(n) if n else None, prompt_len=T, output_len=G, metric=r["metric"],
                 statistic=r["statistic"], value=value, engine_args=_engine_args(r["engine_args"], where)))
     _check_runs(rows, path)
@@ -186,7 +187,7 @@ def scenario(run_rows: list[LoadRow], preset: str):
               measured={x.measured_as: x.value for x in run_rows}, concurrency=r.concurrency,
               rate_per_s=r.rate_per_s, num_requests=simulated_requests(r), prompt_len=r.prompt_len,
               output_len=r.output_len, model_id=r.model)
-    opts = Conditions(model=r.model, hardware=r.hardware, engine=preset, tp=r.tp, gpus=r.gpus,
+    opts = Conditions(model=r.model, hardware=r.hardware, engine=preset, tp=r.tp, ep=r.ep, gpus=r.gpus,
                       weight_dtype=r.weight_dtype, kv_dtype=r.kv_dtype, compute_dtype=r.compute_dtype,
                       prompt_len=r.prompt_len, output_len=r.output_len,
                       engine_args=r.engine_args or None)

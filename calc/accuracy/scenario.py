@@ -65,6 +65,7 @@ class Conditions(BaseModel):
     engine: str | None = Field(default=None, max_length=MAX_TEXT)
     tp: StrictInt | None = Field(default=None, ge=1, le=limits.MAX_PARALLEL)
     pp: StrictInt | None = Field(default=None, ge=1, le=limits.MAX_PARALLEL)
+    ep: StrictInt | None = Field(default=None, ge=1, le=limits.MAX_PARALLEL)  # expert-parallel GPUs (of the TP ones)
     gpus: StrictInt | None = Field(default=None, ge=1, le=limits.MAX_PARALLEL)
     weight_dtype: str | None = Field(default=None, max_length=64)
     kv_dtype: str | None = Field(default=None, max_length=64)
@@ -106,6 +107,7 @@ class Scenario:
     sidecar: str | None = None
     origin: dict[str, str] = field(default_factory=dict)  # condition -> option | sidecar | file | default
     serving: Serving = Serving()  # the engine's scheduler, with the run's engine arguments over it
+    ep: int = 1  # expert-parallel GPUs of the TP ones (MoE layers), calc.cost.parallel
 
     @property
     def constant_lengths(self) -> bool:
@@ -201,8 +203,9 @@ def resolve(run: Run, options: Conditions, memo: dict | None = None) -> Scenario
     one_gpu = 1 if cond.get("gpus") == 1 else None  # llama-bench lists the devices it ran on
     tp = int(pick("tp", cond.get("tp") or (n_dev if split == "row" and n_dev > 1 else one_gpu), 1, "TP 1"))
     pp = int(pick("pp", cond.get("pp") or (n_dev if split == "layer" and n_dev > 1 else None), 1, quiet=True))
+    ep = int(pick("ep", None, 1, quiet=True))
     try:
-        check(spec, Parallel(tp, pp))  # the split estimate refuses, refused here too
+        check(spec, Parallel(tp, pp, ep))  # the split estimate refuses, refused here too
     except SpecError as exc:
         raise SpecError(run.file, f"{run.label}: {(exc.path or 'tp').lstrip('-')}", exc.problem) from None
     gpus = int(pick("gpus", None, tp * pp, quiet=True))
@@ -235,7 +238,7 @@ def resolve(run: Run, options: Conditions, memo: dict | None = None) -> Scenario
         cap = serving.max_num_seqs
         assumed.append(f"{engine}'s scheduler: " + (f"up to {cap} running" if cap else "running bound by KV pages")
                        + f", {serving.max_batched_tokens:,} tokens per step")
-    return Scenario(run=run, model=model, hardware=hardware, engine=engine, tp=tp, pp=pp, gpus=gpus,
+    return Scenario(run=run, model=model, hardware=hardware, engine=engine, tp=tp, pp=pp, ep=ep, gpus=gpus,
                     weight_dtype=weight, kv_dtype=kv, compute_dtype=compute, batch=batch,
                     max_num_seqs=int(serving.max_num_seqs or 0), prompt_lens=prompts, output_lens=outputs,
                     measured=measured, assumed=tuple(assumed), notes=tuple([*run.notes, *notes]), sidecar=side_path,

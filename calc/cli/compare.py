@@ -15,7 +15,7 @@ ResultsArg = Annotated[list[Path], typer.Argument(
          "--output-json, sglang.bench_serving JSONL, GuideLLM benchmarks.json, llama-bench -o json|jsonl|csv, "
          "GenAI-Perf profile_export_genai_perf.json|csv, trtllm-bench --report_json, LMDeploy "
          "profile_restful_api / profile_throughput CSV. Conditions a file lacks come from the options or a "
-         "sidecar <file stem>.roofline.yaml (model, hardware, tp, dtypes, lengths, concurrency or request_rate).")]
+         "sidecar <file stem>.roofline.yaml (model, hardware, tp, ep, dtypes, lengths, concurrency or request_rate).")]
 
 
 @command("compare")
@@ -24,6 +24,7 @@ def compare_cmd(
     model: Annotated[str | None, typer.Option("--model", "-m", help="Catalog name, YAML path or HF config (default: the result's model id where the catalog resolves it).")] = None,
     hardware: Annotated[str | None, typer.Option("--hardware", help="GPU the runs used: catalog name or YAML path (llama-bench names it; the others do not).")] = None,
     tp: Annotated[int | None, typer.Option("--tp", min=1, help="Tensor-parallel GPUs of the server (default 1).")] = None,
+    ep: Annotated[int | None, typer.Option("--ep", min=1, help="Expert-parallel GPUs of an MoE model's layers, of the TP ones (default 1: experts split TP ways).")] = None,
     weight_dtype: WeightDtypeOpt = None,
     kv_dtype: KVDtypeOpt = None,
     compute_dtype: ComputeDtypeOpt = None,
@@ -60,7 +61,7 @@ def compare_cmd(
         out_folder(out, "--out", parents=True, create=False)
     if fit and fit_out is not None:  # so is a --fit-out that cannot be written (a missing folder, a device)
         check_writable(fit_out, "--fit-out")
-    options = Conditions(model=model, hardware=hardware, engine=engine, tp=tp, weight_dtype=weight_dtype,
+    options = Conditions(model=model, hardware=hardware, engine=engine, tp=tp, ep=ep, weight_dtype=weight_dtype,
                          kv_dtype=kv_dtype, compute_dtype=compute_dtype, engine_args=_engine_args(engine_arg))
     runs, failures, presets = compare_files(results, options)
     for _, message in failures:

@@ -100,7 +100,7 @@ def describe(r) -> str:
                f"{sc.prompt_lens.size} requests, mean {sc.prompt_lens.mean():.0f}/{sc.output_lens.mean():.0f} tokens")
     if run.format == "llama-bench":
         load, lengths = f"n_prompt {int(run.prompt_len)}, n_gen {int(run.output_len)}", f"depth {run.depth}"
-    split = f" TP{sc.tp}" + (f" PP{sc.pp}" if sc.pp > 1 else "")
+    split = f" TP{sc.tp}" + (f" PP{sc.pp}" if sc.pp > 1 else "") + (f" EP{sc.ep}" if sc.ep > 1 else "")
     return f"{run.name} [{run.format}] {sc.model} on {sc.hardware}{split}, {r.preset}; {load}; {lengths}"
 
 
@@ -131,7 +131,7 @@ def json_record(results, failures, refits=None) -> dict:
                      "load": run.load, "concurrency": run.concurrency, "rate_per_s": run.rate_per_s,
                      "burstiness": run.burstiness, "ramp_up": list(run.ramp_up) if run.ramp_up else None,
                      "batch": sc.batch, "requests": run.num_requests,
-                     "model": sc.model, "hardware": sc.hardware, "tp": sc.tp, "pp": sc.pp, "gpus": sc.gpus,
+                     "model": sc.model, "hardware": sc.hardware, "tp": sc.tp, "pp": sc.pp, "ep": sc.ep, "gpus": sc.gpus,
                      "weight_dtype": sc.weight_dtype, "kv_dtype": sc.kv_dtype, "engine": r.preset,
                      "prompt_len_mean": float(sc.prompt_lens.mean()), "output_len_mean": float(sc.output_lens.mean()),
                      "sidecar": sc.sidecar, "origin": sc.origin, "assumed": list(sc.assumed),

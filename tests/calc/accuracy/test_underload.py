@@ -110,7 +110,7 @@ def test_an_unknown_model_is_skipped_with_the_reason(tmp_path):
 
 
 def _load(rid, publisher, load="concurrency", conc=8, n=None, metric="ttft_s", stat="mean", engine="vllm", args=None):
-    return LoadRow(id=rid, run=rid, publisher=publisher, engine=engine, model="llama-3.1-8b", hardware="h100-sxm",
+    return LoadRow(id=rid, run=rid, publisher=publisher, engine=engine, model="llama-3.1-8b", hardware="h100-sxm", ep=1,
                    weight_dtype="bf16", kv_dtype=None, compute_dtype=None, gpus=1, tp=1, load=load,
                    concurrency=conc if load == "concurrency" else None, rate_per_s=2.0 if load == "rate" else None,
                    num_prompts=n, prompt_len=128, output_len=64, metric=metric, statistic=stat, value=1.0,
