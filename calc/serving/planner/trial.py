@@ -4,6 +4,7 @@ its latency percentiles, the SLOs it misses and what limits it."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -58,11 +59,26 @@ class Trial(Priced):
     price_per_gpu_hour: float | None
     sim: SimResult
     saturation: SteadyState  # closed form, one replica, at saturation
-    load: SteadyState  # closed form, one replica, at its share of the load
-    utilisation: float | None  # offered / closed-form capacity (open loop)
+    # () -> (closed form, one replica, at its share of the load; offered / closed-form capacity,
+    # open loop, else None): called when first read (a plan reads it for the few trials it shows)
+    closed_form: Callable[[], tuple[SteadyState, float | None]]
     targets: dict
     same_as: int | None = None  # the max batch whose simulation this reuses (its cap never bound)
     note: str = ""  # e.g. ", chunk 4,096" when the chunked-prefill size is searched
+
+    @cached_property
+    def _at_load(self) -> tuple[SteadyState, float | None]:
+        return self.closed_form()
+
+    @property
+    def load(self) -> SteadyState:
+        """The closed form, one replica, at its share of the load."""
+        return self._at_load[0]
+
+    @property
+    def utilisation(self) -> float | None:
+        """Offered / closed-form capacity (open loop)."""
+        return self._at_load[1]
 
     @property
     def scheduler(self):
