@@ -71,8 +71,9 @@ class StepTimer(Protocol):
     def chunk_features(self, new, past, weight=None) -> tuple:
         """The chunks' features, per model the step runs (what ``step`` adds to the decodes')."""
 
-    def one(self, kv, chunk=(), past=()) -> tuple[float, np.ndarray]:
-        """One step as the scheduler runs it (``chunk``, ``past``: lists): ``step``'s answer, fast."""
+    def one(self, kv, chunk=(), past=()) -> tuple[float, tuple | np.ndarray]:
+        """One step as the scheduler runs it (``chunk``, ``past``: lists): ``step``'s answer, fast
+        (its shares [3] a tuple or an array)."""
 
 
 def _phase(new) -> str:
@@ -203,12 +204,13 @@ class SpecTimer:
         t, d, k = self.target, self.draft, self.k
         vt, vs = _one(t, kv, chunk, past, k + 1, k + 1, self.logits)
         f1, s1 = _one(d, kv, chunk, past, logits=self.logits)
+        vs, s1 = np.array(vs), np.array(s1)
         if not chunk:  # k decode passes
             return vt + k * f1, vs + k * s1
         if not kv.size:  # the draft prefills the chunks; nothing decodes
             return vt + f1, vs + s1
         fr, sr = _one(d, kv)
-        return vt + f1 + (k - 1) * fr, vs + s1 + (k - 1) * sr
+        return vt + f1 + (k - 1) * fr, vs + s1 + (k - 1) * np.array(sr)
 
     def chunk_features(self, new, past, weight=None):
         return (self.target.features(new, past, weight, self.logits, self.k + 1),
