@@ -65,30 +65,23 @@ def declutter(fig) -> int:
     """Move annotations that would cover an earlier one (in the order drawn) to the first free
     spot around their point; returns how many still overlap (0: every label readable). Runs on
     the laid-out figure, just before it is written."""
-    return place_labels(fig)[0]
-
-
-def place_labels(fig) -> tuple[int, bool]:
-    """declutter's work: (labels still overlapping, whether the figure's layout engine has laid it
-    out with every label where it now is, so a further layout pass would change nothing)."""
     from matplotlib.text import Annotation
 
     notes = [[t for t in ax.texts if isinstance(t, Annotation) and t.get_visible()] for ax in fig.axes]
     if not any(notes):
-        return 0, False  # nothing to move: no layout pass needed before the figure is written
+        return 0  # nothing to move: no layout pass needed before the figure is written
     renderer = fig.canvas.get_renderer()
     engine = fig.get_layout_engine()
     if engine is not None:
         engine.execute(fig)  # the layout the labels' extents need, without drawing the artists
     else:
         fig.draw_without_rendering()
-    left = moved = 0
+    left = 0
     for texts in notes:
         placed = []
         for t in texts:
             box = t.get_window_extent(renderer)
             if any(box.overlaps(b) for b in placed) and t.anncoords == "offset points":
-                moved += 1
                 for dx, dy, ha in _SPOTS:
                     t.xyann, _ = (dx, dy), t.set_ha(ha)
                     box = t.get_window_extent(renderer)
@@ -97,7 +90,7 @@ def place_labels(fig) -> tuple[int, bool]:
                 else:
                     left += 1
             placed.append(box)
-    return left, engine is not None and not moved
+    return left
 
 
 def _finish(fig, ax, title: str, note: str | None, out, handles=None) -> object:

@@ -26,15 +26,14 @@ def _figure(ncols: int = 1, size=(9.0, 4.8)):
 
 
 def _png(fig) -> bytes:
-    from calc.plot.base import place_labels
+    from calc.plot.base import declutter
 
-    _, laid_out = place_labels(fig)
+    declutter(fig)
     engine = fig.get_layout_engine()
     if engine is not None:
         # one layout, kept (savefig would lay out twice more: in a pass with rendering off, then
-        # in the drawn frame); after place_labels' own, only when it moved a label
-        if not laid_out:
-            engine.execute(fig)
+        # in the drawn frame); after declutter's, it places the labels it moved
+        engine.execute(fig)
         fig.set_layout_engine(None)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
