@@ -309,12 +309,8 @@ class Scheduler:
             ahead = np.empty(k)
             ahead[0] = 0.0
             ahead[1:] = cum[:k - 1]
-        times, shares = self.timer.decode_times(kv, ahead)
-        cum_t = (times + extra if extra else times).cumsum()
-        if arrival:
-            k = min(k, int(cum_t.searchsorted(t_arr)) + 1)
-        total = float(cum_t[k - 1])
-        self._tally(total, *shares(k))
+        k, total, shares = self.timer.decode_until(kv, ahead, extra, t_arr if arrival else None)
+        self._tally(total, *shares)
         self.clock += total
         self.steps += k
         emitted = k if unit else int(cum[k - 1])

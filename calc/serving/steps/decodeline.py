@@ -60,6 +60,26 @@ class DecodeLine:
             return self.t0_list[lo] + self.t1_list[lo] * u, lambda j: _affine(s0, s1, j, float(np.add.reduce(u[:j])))
         return with_prefix_shares(*self.run(u))
 
+    def steps_until(self, s: float, N: int, ahead: list, extra: float, t_arr) -> tuple[int, float, list] | None:
+        """calc.serving.steps.timer.until(*ascending(s + N * ahead), extra, t_arr) in scalars, or None
+        when the steps span more than one piece: the same products and the same sequential sum of
+        the step times (the contexts are whole numbers, so their sum is exact in any order)."""
+        bp = self.bp_list
+        lo = bisect_left(bp, s + N * ahead[0])
+        if lo != bisect_left(bp, s + N * ahead[-1]):
+            return None
+        a, b = self.t0_list[lo], self.t1_list[lo]
+        total = u_sum = 0.0
+        k = 0
+        for x in ahead:
+            u = s + N * x
+            total += a + b * u + extra
+            u_sum += u
+            k += 1
+            if t_arr is not None and total >= t_arr:
+                break
+        return k, total, _affine(self.s0_lists[lo], self.s1_lists[lo], k, u_sum)
+
     def time(self, u: float) -> float:
         """One step's time at total context ``u``."""
         p = bisect_left(self.bp_list, u)
