@@ -279,7 +279,7 @@ class StepModel:
         y = c.S.dot(x).tolist()  # ndarray.dot: the same product as @, with less dispatch per call
         n = c.n_ops
         cs = ms = 0.0
-        for a, b in zip(y[:n], y[n:2 * n]):  # equal lengths: n each
+        for a, b in zip(y[:n], y[n:2 * n], strict=True):
             if a >= b:
                 cs += a
             else:
