@@ -100,9 +100,11 @@ def busiest_experts(num_experts: int, experts_per_token: int, ep: int, tokens, i
     return np.maximum(uniform, m * (1.0 - np.power(1.0 - p, t)))
 
 
+@lru_cache(maxsize=1 << 16)
 def _busiest_one(E: int, k: int, ep: int, t: float, imbalance: float) -> float:
     """busiest_experts at one token count, in scalars: the same arithmetic as the array path (np.power,
-    not math.pow, which differs in the last bit; np.interp on the table's whole-number grid)."""
+    not math.pow, which differs in the last bit; np.interp on the table's whole-number grid). Kept
+    per arguments: every replica of a model under the same EP asks for the same step token counts."""
     m, t0 = E / ep, np.asarray(t, dtype=float)
     mean = E * (1.0 - float(np.power(1.0 - k / E, t0))) / ep
     uniform = mean

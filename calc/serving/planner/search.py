@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import cache, partial
 from typing import TYPE_CHECKING
 
 from calc.cost.dtypes import Dtypes
@@ -72,7 +73,7 @@ class Search:
             same_budget = max(t.replica.serving.max_batched_tokens, t.replica.max_batch) == budget
             if same_budget and t.same_as is None and t.sim.timeline["running"].max() < min(rep.max_batch,
                                                                                          t.replica.max_batch):
-                trial = Trial(rep, R, opt.price_per_gpu_hour, t.sim, sat, t.load, t.utilisation, self.targets,
+                trial = Trial(rep, R, opt.price_per_gpu_hour, t.sim, sat, t.closed_form, self.targets,
                               note=opt.note,
                               same_as=t.replica.max_batch)
                 if keep:
@@ -90,19 +91,21 @@ class Search:
             rate = a.rate_per_s / (R * rep.pp)  # a PP replica runs PP engines (micro-batches) in flight
             sim = simulate(rep, self.T, self.G, rate_per_s=rate, gaps=self.gaps, seed=self.wl.spec.seed,
                            prefix=prefix)
-            load, util = at_load(rep, self.T, self.G, rate, prefix)
+            closed = partial(at_load, rep, self.T, self.G, rate, prefix)
         elif a.kind == "burst":
             # every request at t = 0, split evenly: each engine gets ceil(n / (R x PP)) of them
             n = math.ceil(self.T.size / (R * rep.pp))
             sub = replace(prefix, cached=prefix.cached[:n])
             sim = simulate(rep, self.T[:n], self.G[:n], burst=True, seed=self.wl.spec.seed, prefix=sub)
-            load, util = steady_state(rep, self.T[:n], self.G[:n], batch_cap=n, prefix=sub), None
+            closed = partial(_unloaded, rep, self.T[:n], self.G[:n], n, sub)
         else:
             clients = math.ceil(a.concurrency / (R * rep.pp))
             sim = simulate(rep, self.T, self.G, concurrency=clients, seed=self.wl.spec.seed, prefix=prefix)
-            load, util = steady_state(rep, self.T, self.G, batch_cap=clients, prefix=prefix), None
+            closed = partial(_unloaded, rep, self.T, self.G, clients, prefix)
         self.sims += 1
-        t = Trial(rep, R, opt.price_per_gpu_hour, sim, sat, load, util, self.targets, note=opt.note)
+        # the closed form at this load (at_load: a 40-step bisection) waits until a report reads it,
+        # once for every trial that shares this run
+        t = Trial(rep, R, opt.price_per_gpu_hour, sim, sat, cache(closed), self.targets, note=opt.note)
         opt.trials.append(t)
         self.done.setdefault(_key(rep, R), []).append(t)
         return t
@@ -150,6 +153,11 @@ class Search:
             else:
                 fail = r
         self.fewest[sibling], self.missed[gpu] = ok, ok is None
+
+
+def _unloaded(rep: Replica, T, G, cap: int, prefix) -> tuple[SteadyState, None]:
+    """A closed loop's or a burst's closed form: the steady state of at most ``cap`` requests at once."""
+    return steady_state(rep, T, G, batch_cap=cap, prefix=prefix), None
 
 
 def _key(rep: Replica, R: int) -> tuple:

@@ -4,12 +4,14 @@ its latency percentiles, the SLOs it misses and what limits it."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
 from calc.core import text as render
 from calc.core.units import usd_per_million_tokens
 from calc.serving.replica.capacity import Replica, SteadyState
+from calc.serving.sim.simresult import latency_percentile
 from calc.serving.sim.simulate import SimResult
 from calc.spec.scheduler import engine_args_of
 from calc.spec.workload import Target
@@ -58,11 +60,26 @@ class Trial(Priced):
     price_per_gpu_hour: float | None
     sim: SimResult
     saturation: SteadyState  # closed form, one replica, at saturation
-    load: SteadyState  # closed form, one replica, at its share of the load
-    utilisation: float | None  # offered / closed-form capacity (open loop)
+    # () -> (closed form, one replica, at its share of the load; offered / closed-form capacity,
+    # open loop, else None): called when first read (a plan reads it for the few trials it shows)
+    closed_form: Callable[[], tuple[SteadyState, float | None]]
     targets: dict
     same_as: int | None = None  # the max batch whose simulation this reuses (its cap never bound)
     note: str = ""  # e.g. ", chunk 4,096" when the chunked-prefill size is searched
+
+    @cached_property
+    def _at_load(self) -> tuple[SteadyState, float | None]:
+        return self.closed_form()
+
+    @property
+    def load(self) -> SteadyState:
+        """The closed form, one replica, at its share of the load."""
+        return self._at_load[0]
+
+    @property
+    def utilisation(self) -> float | None:
+        """Offered / closed-form capacity (open loop)."""
+        return self._at_load[1]
 
     @property
     def scheduler(self):
@@ -91,7 +108,11 @@ class Trial(Priced):
     @cached_property
     def stats(self) -> dict[str, float]:
         """p50, p90, p99 of TTFT, TPOT and e2e over the measured requests (seconds)."""
-        return {f"{m}_p{q}": self.sim.percentile(m, q) for m in ("ttft", "tpot", "e2e") for q in (50, 90, 99)}
+        out = {}
+        for m in ("ttft", "tpot", "e2e"):
+            v = self.sim.metric(m)  # once per metric, not per percentile
+            out.update((f"{m}_p{q}", latency_percentile(v, q)) for q in (50, 90, 99))
+        return out
 
     @property
     def output_tokens_per_s(self) -> float:

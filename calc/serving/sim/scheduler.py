@@ -84,10 +84,10 @@ class Scheduler:
         return {"t_s": t, "kv_used": 1.0 - free / self.total_pages, "running": run, "waiting": wait,
                 "output_tokens": out}
 
-    def _tally(self, total_s: float, shares) -> None:
+    def _tally(self, total_s: float, c: float, m: float, k: float) -> None:
         """Add a step, or a run of steps, to the bound its time goes to: the first largest of its
-        [3] shares, as calc.cost.roofline.bound_of picks it (here in scalars: it runs per event)."""
-        c, m, k = shares
+        shares (compute ``c``, memory ``m``, communication ``k``), as calc.cost.roofline.bound_of
+        picks it (here in scalars: it runs per event)."""
         self.bound_time[_BOUNDS[0 if c >= m and c >= k else 1 if m >= k else 2]] += total_s
 
     def finish_done(self, known: bool = False):
@@ -164,9 +164,12 @@ class Scheduler:
         only_prefill = self.policy != "mixed" and (self.n_prefill > 0 or self.can_admit())
         one = self.policy == "one_at_a_time"
         n_dec = 0 if only_prefill else self.N - self.n_prefill  # decoding this step: the first n_dec
-        m = self.timer.emits(self.j)  # tokens each decoding request emits
-        need = self._page_need(r_kv[:n_dec], m)
-        n_need = int(_sum(need)) if n_dec else 0
+        m = 1 if self.unit else self.timer.emits(self.j)  # tokens each decoding request emits
+        if n_dec and not self.reserve:
+            need = self._page_need(r_kv[:n_dec], m)
+            n_need = int(np.count_nonzero(need)) if m == 1 else int(_sum(need))
+        else:
+            need, n_need = None, 0
         if n_need > self.free:
             preempted = []
             while n_need > self.free and self.N:
@@ -220,8 +223,8 @@ class Scheduler:
         if n_dec == 0 and not chunk:
             return
         dt, shares = self.timer.one(r_kv[:n_dec], chunk, past)
-        self._tally(dt, shares)
-        self.clock += dt + self._extra_s(n_dec + sum(chunk), bool(chunk))
+        self._tally(dt, *shares)
+        self.clock += dt + self._extra_s(n_dec + sum(chunk), bool(chunk)) if self.eager_s else dt
         self.steps += 1
         if n_dec:  # the decode tokens (each at most what its request still needs) and their new pages
             rem = self.r_rem[:n_dec]
@@ -292,7 +295,7 @@ class Scheduler:
             k = min(k, int(np.searchsorted(needed, self.free, side="right")))
             if k == 0:
                 return False
-        extra = self._extra_s(N)
+        extra = self._extra_s(N) if self.eager_s else 0.0
         arrival = self.incoming and not self.waiting and N < self.mb
         if arrival:
             # stop at the step during which the next request arrives (it can then be admitted);
@@ -306,12 +309,8 @@ class Scheduler:
             ahead = np.empty(k)
             ahead[0] = 0.0
             ahead[1:] = cum[:k - 1]
-        times, shares = self.timer.decode_times(kv, ahead)
-        cum_t = (times + extra if extra else times).cumsum()
-        if arrival:
-            k = min(k, int(cum_t.searchsorted(t_arr)) + 1)
-        total = float(cum_t[k - 1])
-        self._tally(total, shares(k))
+        k, total, shares = self.timer.decode_until(kv, ahead, extra, t_arr if arrival else None)
+        self._tally(total, *shares)
         self.clock += total
         self.steps += k
         emitted = k if unit else int(cum[k - 1])
@@ -335,13 +334,14 @@ class Scheduler:
         or else one step; the timeline takes a row at the start and after each event."""
         n = self.n
         inc, arr, waiting = self.incoming, self.arrive, self.waiting
-        t, kv, run, wait, out = self.tl
+        t, kv, run, wait, out = (v.append for v in self.tl)
+        decode_run, step = self.decode_run, self.step
         while True:
-            t.append(self.clock)
-            kv.append(self.free)
-            run.append(self.N)
-            wait.append(len(waiting))
-            out.append(self.out_tokens)
+            t(self.clock)
+            kv(self.free)
+            run(self.N)
+            wait(len(waiting))
+            out(self.out_tokens)
             if self.completed >= n:
                 return
             while inc and arr[inc[0]] <= self.clock:  # arrivals
@@ -350,9 +350,9 @@ class Scheduler:
                 if not inc:
                     raise RuntimeError("simulation stalled with requests outstanding")
                 self.clock = max(self.clock, float(arr[inc[0]]))
-            elif not self.decode_run():
+            elif not decode_run():
                 before = self.steps
-                self.step()
+                step()
                 if self.steps == before and self.N == 0:
                     i = waiting[0]
                     raise RuntimeError(f"request {i} needs {self._target(i)} positions, more than the KV pages hold")

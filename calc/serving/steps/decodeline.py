@@ -36,6 +36,8 @@ class DecodeLine:
     bp_list: list  # bp, t0, t1 as Python lists for the one-step path
     t0_list: list
     t1_list: list
+    s0_lists: list  # [P] of s0[:, p] as a list, s1 the same (a run's shares, in scalars)
+    s1_lists: list
 
     def run(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(step times [k], shares [3, k]) of steps at total contexts ``u`` [k]."""
@@ -54,9 +56,29 @@ class DecodeLine:
         short never prices the shares of the steps it does not take."""
         lo = bisect_left(self.bp_list, float(u[0]))
         if lo == bisect_left(self.bp_list, float(u[-1])):
-            s0, s1 = self.s0[:, lo].tolist(), self.s1[:, lo].tolist()
+            s0, s1 = self.s0_lists[lo], self.s1_lists[lo]
             return self.t0_list[lo] + self.t1_list[lo] * u, lambda j: _affine(s0, s1, j, float(np.add.reduce(u[:j])))
         return with_prefix_shares(*self.run(u))
+
+    def steps_until(self, s: float, N: int, ahead: list, extra: float, t_arr) -> tuple[int, float, list] | None:
+        """calc.serving.steps.timer.until(*ascending(s + N * ahead), extra, t_arr) in scalars, or None
+        when the steps span more than one piece: the same products and the same sequential sum of
+        the step times (the contexts are whole numbers, so their sum is exact in any order)."""
+        bp = self.bp_list
+        lo = bisect_left(bp, s + N * ahead[0])
+        if lo != bisect_left(bp, s + N * ahead[-1]):
+            return None
+        a, b = self.t0_list[lo], self.t1_list[lo]
+        total = u_sum = 0.0
+        k = 0
+        for x in ahead:
+            u = s + N * x
+            total += a + b * u + extra
+            u_sum += u
+            k += 1
+            if t_arr is not None and total >= t_arr:
+                break
+        return k, total, _affine(self.s0_lists[lo], self.s1_lists[lo], k, u_sum)
 
     def time(self, u: float) -> float:
         """One step's time at total context ``u``."""
@@ -129,7 +151,7 @@ def decode_line(sm: StepModel, N: int, rows: int = 1) -> DecodeLine | None:
     a0, a1 = y0[2 * n], y1[2 * n]  # overheads and affine communication
     k0, k1 = y0[2 * n + 1] + q0, y1[2 * n + 1] + q1  # the communication share
     t0, t1 = c0 + m0 + a0 + q0, c1 + m1 + a1 + q1
-    line = DecodeLine(bp, t0, t1, np.stack([c0, m0, k0]), np.stack([c1, m1, k1]), bp.tolist(), t0.tolist(),
-                      t1.tolist())
+    s0, s1 = np.stack([c0, m0, k0]), np.stack([c1, m1, k1])
+    line = DecodeLine(bp, t0, t1, s0, s1, bp.tolist(), t0.tolist(), t1.tolist(), s0.T.tolist(), s1.T.tolist())
     sm.cache[key] = line
     return line

@@ -261,7 +261,8 @@ class StepModel:
         """(step times, seconds under each of BOUNDS [3, ...]: the operators' larger roof terms,
         compute or memory, and the collectives: calc.cost.roofline.bound_of labels them)."""
         if isinstance(f.tokens, float):
-            return self._one(self.vector(f), phase)
+            t, shares = self._one(self.vector(f), phase)
+            return t, np.array(shares)
         comp, mem, a, comm, groups, shape = self._eval(f, phase)
         top = np.maximum(comp, mem)
         total = _sum(top, axis=0)
@@ -272,8 +273,9 @@ class StepModel:
         return t.reshape(shape), np.stack([cs, total - cs, np.broadcast_to(comm, cs.shape)]).reshape((3,) + shape)
 
     def _one(self, x: np.ndarray, phase: str) -> tuple[float, tuple]:
-        """time_and_shares of one step, in scalars (the scheduler's path: a few microseconds)."""
-        c = self._phase(phase)
+        """time_and_shares of one step, in scalars (the scheduler's path: a few microseconds); the
+        shares a tuple (compute, memory, communication)."""
+        c = self.coef.get(phase) or self.coef["any"]
         y = c.S.dot(x).tolist()  # ndarray.dot: the same product as @, with less dispatch per call
         n = c.n_ops
         cs = ms = 0.0
@@ -282,10 +284,12 @@ class StepModel:
                 cs += a
             else:
                 ms += b
-        g, base, na = 0.0, 2 * n + 2, c.n_algos
-        for i in range(c.n_groups):
-            g += min(y[base + i * na:base + (i + 1) * na])
-        return cs + ms + y[2 * n] + g, np.array((cs, ms, y[2 * n + 1] + g))
+        g = 0.0
+        if c.n_groups:
+            base, na = 2 * n + 2, c.n_algos
+            for i in range(c.n_groups):
+                g += min(y[base + i * na:base + (i + 1) * na])
+        return cs + ms + y[2 * n] + g, (cs, ms, y[2 * n + 1] + g)
 
     def terms(self, f: StepFeatures, phase: str = "decode") -> tuple:
         """(compute_s, memory_s, comm_s) summed over operators, as PhaseCost reports them."""

@@ -40,6 +40,7 @@ from calc.serving.steps.stepmodel import StepFeatures, StepModel
 _NONE = np.zeros(0)
 _STEPS = np.arange(1, 1 << 16)  # a plain timer's cumulative tokens per sequence (read-only slices)
 _STEPS.flags.writeable = False
+SHORT_RUN = 48  # decode steps a run may have and still be priced in scalars (numpy's calls cost more)
 
 
 class StepTimer(Protocol):
@@ -61,6 +62,10 @@ class StepTimer(Protocol):
         times, and shares(j), the shares [3] (a sequence) summed over the first j steps (a run is cut at the
         first event, so summing only what is taken, in closed form on a decode line, saves work)."""
 
+    def decode_until(self, kv, ahead, extra: float = 0.0, t_arr=None) -> tuple[int, float, list]:
+        """until(*decode_times(kv, ahead), extra, t_arr): the steps a run takes, their seconds and
+        shares (a short run on one piece of a decode line in scalars, the same sums)."""
+
     def decode_s(self, kv) -> float:
         """The time of one pure decode step of the sequences at contexts ``kv``: one(kv)[0], fast."""
 
@@ -71,8 +76,18 @@ class StepTimer(Protocol):
     def chunk_features(self, new, past, weight=None) -> tuple:
         """The chunks' features, per model the step runs (what ``step`` adds to the decodes')."""
 
-    def one(self, kv, chunk=(), past=()) -> tuple[float, np.ndarray]:
-        """One step as the scheduler runs it (``chunk``, ``past``: lists): ``step``'s answer, fast."""
+    def one(self, kv, chunk=(), past=()) -> tuple[float, tuple | np.ndarray]:
+        """One step as the scheduler runs it (``chunk``, ``past``: lists): ``step``'s answer, fast
+        (its shares [3] a tuple or an array)."""
+
+
+def until(times: np.ndarray, shares: Callable, extra: float, t_arr) -> tuple[int, float, list]:
+    """(steps k, seconds, shares [3]) of a priced run's first steps (``times`` [k], ``shares``(j) as
+    decode_times gives them), each ``extra`` seconds longer: all of them, or (``t_arr``) up to and
+    including the one during which ``t_arr`` seconds have passed."""
+    cum_t = (times + extra if extra else times).cumsum()
+    k = cum_t.size if t_arr is None else min(cum_t.size, int(cum_t.searchsorted(t_arr)) + 1)
+    return k, float(cum_t[k - 1]), shares(k)
 
 
 def _phase(new) -> str:
@@ -133,6 +148,15 @@ class PlainTimer:
             return line.ascending(float(np.add.reduce(kv)) + kv.size * ahead)
         return with_prefix_shares(*self.decode_run(kv, ahead))
 
+    def decode_until(self, kv, ahead, extra=0.0, t_arr=None):
+        if ahead.size <= SHORT_RUN:
+            line = decode_line(self.steps, kv.size)
+            hit = None if line is None else line.steps_until(float(np.add.reduce(kv)), kv.size, ahead.tolist(),
+                                                             extra, t_arr)
+            if hit is not None:
+                return hit
+        return until(*self.decode_times(kv, ahead), extra, t_arr)
+
     def decode_s(self, kv) -> float:
         line = decode_line(self.steps, kv.size)
         return self.one(kv)[0] if line is None else line.time(float(np.add.reduce(kv)))
@@ -192,6 +216,9 @@ class SpecTimer:
         (vt, vs), (dt, ds), k = lt.ascending(u), ld.ascending(u), self.k
         return vt + k * dt, lambda j: [a + k * b for a, b in zip(vs(j), ds(j), strict=True)]
 
+    def decode_until(self, kv, ahead, extra=0.0, t_arr=None):
+        return until(*self.decode_times(kv, ahead), extra, t_arr)
+
     def decode_s(self, kv) -> float:
         lt, ld = decode_line(self.target, kv.size, self.k + 1), decode_line(self.draft, kv.size)
         if lt is None or ld is None:
@@ -203,12 +230,13 @@ class SpecTimer:
         t, d, k = self.target, self.draft, self.k
         vt, vs = _one(t, kv, chunk, past, k + 1, k + 1, self.logits)
         f1, s1 = _one(d, kv, chunk, past, logits=self.logits)
+        vs, s1 = np.array(vs), np.array(s1)
         if not chunk:  # k decode passes
             return vt + k * f1, vs + k * s1
         if not kv.size:  # the draft prefills the chunks; nothing decodes
             return vt + f1, vs + s1
         fr, sr = _one(d, kv)
-        return vt + f1 + (k - 1) * fr, vs + s1 + (k - 1) * sr
+        return vt + f1 + (k - 1) * fr, vs + s1 + (k - 1) * np.array(sr)
 
     def chunk_features(self, new, past, weight=None):
         return (self.target.features(new, past, weight, self.logits, self.k + 1),

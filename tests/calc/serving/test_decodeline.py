@@ -15,6 +15,7 @@ from calc.cost.speculative import SpecConfig
 from calc.serving.replica.capacity import Replica
 from calc.serving.steps.decodeline import decode_line
 from calc.serving.steps.stepmodel import StepFeatures
+from calc.serving.steps.timer import until
 from calc.spec.catalog import load_hardware, load_model
 from calc.spec.workload import Serving
 
@@ -107,3 +108,34 @@ def test_line_of_one_sequence_by_hand():
     mid = (u0 + u1) / 2
     t = [float(sm.time(StepFeatures.decoding(sm.windows, np.array([u]), 0.0), "decode")) for u in (u0, mid, u1)]
     assert t[1] == pytest.approx((t[0] + t[2]) / 2, rel=1e-12)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(i=st.integers(0, len(CONFIGS) - 1), kv=st.lists(st.integers(1, 120_000), min_size=1, max_size=256),
+       steps=st.integers(1, 48), extra=st.sampled_from([0.0, 3e-4]), cut=st.floats(0.0, 1.2))
+def test_short_run_in_scalars_is_the_array_path_exactly(i, kv, steps, extra, cut):
+    """A plain timer's decode_until (a short run on one piece: scalars) gives what the array path
+    (until over decode_times) gives, to the last bit: steps taken, seconds and shares; ``cut``
+    places the arrival at that share of the run's whole time."""
+    timer = replica(i).timer
+    kv = np.array(kv, np.int64)
+    ahead = np.arange(float(steps))
+    times, shares = timer.decode_times(kv, ahead)
+    t_arr = cut * float(np.sum(times + extra))
+    for arrival in (None, t_arr):
+        want = until(times, shares, extra, arrival)
+        got = timer.decode_until(kv, ahead, extra, arrival)
+        assert got[0] == want[0] and got[1] == want[1] and list(got[2]) == list(want[2])
+
+
+def test_short_run_stops_during_the_arrival():
+    """The run stops at the step during which the arrival lands: an arrival at exactly the end of
+    step 3 stops it after 3 steps, one a nanosecond later after 4, none after all of them."""
+    timer = replica(0).timer
+    kv = np.array([1000, 2000, 3000], np.int64)
+    ahead = np.arange(10.0)
+    times, _ = timer.decode_times(kv, ahead)
+    three = times[0] + times[1] + times[2]  # the cumulative time the scheduler adds step by step
+    assert timer.decode_until(kv, ahead, 0.0, three)[:2] == (3, three)
+    assert timer.decode_until(kv, ahead, 0.0, three + 1e-9)[0] == 4
+    assert timer.decode_until(kv, ahead)[0] == 10
