@@ -40,7 +40,7 @@ GRIDS = {  # batches, prompt lengths (prefill), decode contexts
     "default": ((1, 4), (64, 256), (64, 256)),
     "quick": ((1, 4), (64, 256), (64, 256)),
 }
-BUDGET_S = {"default": 120.0, "quick": 40.0}  # timing budget for the whole grid of all models
+BUDGET_S = {"default": 120.0, "quick": 24.0}  # timing budget for the whole grid of all models
 MAX_CALL_S = {"default": 5.0, "quick": 3.0}  # a point whose single call is slower is skipped
 ROUNDS = {"default": 3, "quick": 2}  # passes over the grid; each point's samples are pooled
 DEFAULT_LAYERS = 2
