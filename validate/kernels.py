@@ -75,17 +75,25 @@ def _timer(device: str, threads: int | None, budget_s: float) -> Callable[[Calla
 
     def timed(fn) -> float:
         # the fastest sample: a kernel of microseconds under a busy scheduler has a median of whole
-        # time slices (a descheduled thread stalls its team), which no pass of real size sees as often;
-        # at least 2 samples: a cell slower than the budget (tens of ms and up) is not made of time slices,
-        # and a third call of the slowest cells was a fifth of a quick profile
+        # time slices (a descheduled thread stalls its team), which no pass of real size sees as often.
+        # A cell whose warm-up call took the whole budget (0.15 s and up on a quick CPU profile: whole
+        # calls over data far beyond the caches, not time slices) counts that call as a candidate and
+        # takes one sample more: 2 calls, not the 4 of min_samples=3 (about 7 s of the 25 s fp32 matmul table)
         i = timed.calls
         timed.calls += 1
         if timed.skip(i):
             return timed.replay[i]
-        t = time_call(fn, sync, budget_s, min_samples=2, max_samples=15, warmup=1, cpu_threads=cpu_threads)
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        warm = time.perf_counter() - t0
+        slow = warm >= budget_s
+        t = time_call(fn, sync, budget_s, min_samples=1 if slow else 2, max_samples=15, cpu_threads=cpu_threads,
+                      warm_call_s=warm)
         timed.samples += len(t.samples_s) + t.contended
         timed.descheduled += t.contended
-        best = min(t.samples_s)
+        best = min(t.samples_s + ((warm,) if slow else ()))
         return best if timed.replay is None else min(best, timed.replay[i])
 
     # re-measuring (validate.monotone): ``replay`` holds a table's times, ``redo`` the cells to time again
