@@ -19,12 +19,16 @@ def is_oom(exc: BaseException) -> bool:
         or "cannot allocate" in text or type(exc).__name__ == "OutOfMemoryError"
 
 
+PARTS = ("samples kept", "samples taken again (descheduled)", "warm-up calls and cap checks")
+
+
 def measure_grid(model, spec, base, kernel, points, meta, sync, per_point, max_call, rounds, bar, csv_path,
-                  done_rows, device, threads, torch, say) -> list[Row]:
+                  done_rows, device, threads, torch, say, spent: dict | None = None) -> list[Row]:
     """Time ``points`` (one dtype) in ``rounds`` passes over the grid; each point's samples from all
     rounds are pooled. Both predictions are made, and printed, before the last round's measurement.
     A shape is warmed up once, in round 1: later rounds take samples straight away, their samples'
-    size set by round 1's per-call time (a warm-up call per round was a quarter of the passes' time)."""
+    size set by round 1's per-call time (a warm-up call per round was a quarter of the passes' time).
+    ``spent`` adds up the timing's wall seconds by PARTS."""
     rows = {}
     for p in points:
         pred, bound = predict_point(spec, base, p)
@@ -53,8 +57,10 @@ def measure_grid(model, spec, base, kernel, points, meta, sync, per_point, max_c
                     bar.timing(head)
                 if p not in dead:
                     warm = _pool(pooled[p]).median_s if pooled[p] else None
+                    t0 = time.perf_counter()
                     got = _time_point(model, spec, p, sync, per_point / rounds, max_call, device, threads, torch,
                                       dead, points, warm)
+                    _account(spent, got, time.perf_counter() - t0)
                     if isinstance(got, str):
                         dead[p] = got
                     else:
@@ -78,7 +84,18 @@ def _pool(timings):
     from .timing import Timing
 
     return Timing(tuple(s for t in timings for s in t.samples_s), min(t.inner for t in timings),
-                  sum(t.contended for t in timings), float(np.mean([t.others_cores for t in timings])))
+                  sum(t.contended for t in timings), float(np.mean([t.others_cores for t in timings])),
+                  sum(t.sampling_s for t in timings))
+
+
+def _account(spent: dict | None, got, wall_s: float) -> None:
+    """One timed point's ``wall_s`` into ``spent`` by PARTS (a skipped point's one call is its check)."""
+    if spent is None:
+        return
+    kept = sum(got.samples_s) * got.inner if not isinstance(got, str) else 0.0
+    sampling = got.sampling_s if not isinstance(got, str) else 0.0
+    for part, s in zip(PARTS, (kept, max(0.0, sampling - kept), max(0.0, wall_s - sampling)), strict=True):
+        spent[part] = spent.get(part, 0.0) + s
 
 
 def _time_point(model, spec, p: Point, sync, budget, max_call, device, threads, torch, dead, points,

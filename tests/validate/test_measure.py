@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 from calc.core.progress import Reporter  # noqa: E402
 from calc.spec.catalog import load_hardware  # noqa: E402
 from calc.spec.model import ModelSpec  # noqa: E402
-from validate.measure import measure_grid  # noqa: E402
+from validate.measure import PARTS, measure_grid  # noqa: E402
 from validate.reference import build_decoder  # noqa: E402
 from validate.runner import _Points  # noqa: E402
 from validate.timing import Point  # noqa: E402
@@ -40,12 +40,13 @@ class Counted:
         return self._slow(self.model.decode_step(token, pos))
 
 
-def grid(model, point, rounds, tmp_path, per_point=0.01):
+def grid(model, point, rounds, tmp_path, per_point=0.01, spent=None):
     hw = load_hardware("cpu-generic-2core")
     meta = {"model": "t", "layers": 1, "device": "cpu", "threads": 0}
     with torch.inference_mode():
         (row,) = measure_grid(model, SPEC, hw, hw, [point], meta, lambda: None, per_point, 5.0, rounds,
-                              _Points(Reporter(), 1), tmp_path / "m.csv", [], "cpu", None, torch, lambda *a: None)
+                              _Points(Reporter(), 1), tmp_path / "m.csv", [], "cpu", None, torch, lambda *a: None,
+                              spent)
     return row
 
 
@@ -68,3 +69,18 @@ def test_a_fast_shape_gets_its_warm_up_calls_in_round_one_only(tmp_path):
     row = grid(model, Point("fp32", "prefill", 1, 8), 2, tmp_path, per_point=1.0)
     assert row.status == "ok" and row.samples >= 2 * 5
     assert model.calls == 3 + row.samples
+
+
+def test_the_timing_says_where_its_time_went(tmp_path):
+    # the slow shape above: 3 calls of 60 ms and more, 2 of them kept samples, 1 the warm-up; no
+    # thread count, so no sample is dropped as descheduled
+    model, spent = Counted(0.06), {}
+    t0 = time.perf_counter()
+    row = grid(model, Point("fp32", "prefill", 2, 16), 2, tmp_path, spent=spent)
+    wall = time.perf_counter() - t0
+    assert list(spent) == list(PARTS)
+    kept, again, warm = spent.values()
+    assert kept == pytest.approx(2 * row.measured_s, rel=0.05) and kept >= 2 * 0.06
+    assert again < 0.01  # nothing dropped: only the clock reads between samples
+    assert 0.06 <= warm < 0.06 * 1.5 + 0.05  # one call, plus building the call's inputs
+    assert kept + again + warm <= wall
