@@ -113,7 +113,7 @@ def validate_cmd(
     hardware: Annotated[str | None, typer.Option("--hardware", help="Base profile for the base predictions (default: cpu-generic-2core on CPU, the catalog GPU named like the device on CUDA, else the probes' measured profile).")] = None,
     profile: Annotated[str | None, typer.Option("--profile", help="An existing kernel profile (roofline profile's profile.yaml) instead of measuring one.")] = None,
     threads: Annotated[int | None, typer.Option("--threads", min=1, help="CPU threads (default: torch's default, what a user's process runs).")] = None,
-    budget: Annotated[float | None, typer.Option("--budget", min=1.0, help="Seconds of timing for the whole grid of passes (default 120; 40 with --quick).")] = None,
+    budget: Annotated[float | None, typer.Option("--budget", min=1.0, help="Seconds of timing for the whole grid of passes (default 120; 24 with --quick).")] = None,
     impl: Annotated[str, typer.Option("--impl", help="reference (validate/reference.py) or hf (transformers' LlamaForCausalLM; Llama-style models).")] = "reference",
     quiet: QuietOpt = False,
 ) -> None:

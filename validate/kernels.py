@@ -24,7 +24,7 @@ from calc.spec.catalog import load_model, model_catalog
 from calc.spec.kernel_tables import KernelTable
 
 from . import monotone as mono
-from .reference import TORCH_DTYPES, apply_rope, rope_tables
+from .reference import RANDOM_BLOCK, TORCH_DTYPES, apply_rope, fill_tiled, rope_tables
 from .timing import synchronizer, time_call
 
 TP = (1, 2, 4, 8)
@@ -75,15 +75,25 @@ def _timer(device: str, threads: int | None, budget_s: float) -> Callable[[Calla
 
     def timed(fn) -> float:
         # the fastest sample: a kernel of microseconds under a busy scheduler has a median of whole
-        # time slices (a descheduled thread stalls its team), which no pass of real size sees as often
+        # time slices (a descheduled thread stalls its team), which no pass of real size sees as often.
+        # A cell whose warm-up call took the whole budget (0.15 s and up on a quick CPU profile: whole
+        # calls over data far beyond the caches, not time slices) counts that call as a candidate and
+        # takes one sample more: 2 calls, not the 4 of min_samples=3 (about 7 s of the 25 s fp32 matmul table)
         i = timed.calls
         timed.calls += 1
         if timed.skip(i):
             return timed.replay[i]
-        t = time_call(fn, sync, budget_s, min_samples=3, max_samples=15, warmup=1, cpu_threads=cpu_threads)
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        warm = time.perf_counter() - t0
+        slow = warm >= budget_s
+        t = time_call(fn, sync, budget_s, min_samples=1 if slow else 2, max_samples=15, cpu_threads=cpu_threads,
+                      warm_call_s=warm)
         timed.samples += len(t.samples_s) + t.contended
         timed.descheduled += t.contended
-        best = min(t.samples_s)
+        best = min(t.samples_s + ((warm,) if slow else ()))
         return best if timed.replay is None else min(best, timed.replay[i])
 
     # re-measuring (validate.monotone): ``replay`` holds a table's times, ``redo`` the cells to time again
@@ -112,20 +122,28 @@ ROTATE_BYTES = 128 * 2**20  # CPU: cycle through weight copies of this many byte
 def matmul_table(dtype, axes, device, timed, prov) -> KernelTable:
     """F.linear over the grid. On CPU each call takes the next of several copies of the weight, as
     a model's layers each read their own from memory (one copy would sit in the cache). The copies
-    are views into one pool of random values, drawn once and grown only for a larger need: drawing
-    them afresh for every cell was most of a quick profile's matmul tables."""
+    are views into one pool, allocated once at the grid's largest need and filled by tiling one
+    block of normal draws (validate.reference.fill_tiled): drawing fresh values for every cell, and
+    then for every larger pool, was most of a quick profile's matmul tables."""
     dt = TORCH_DTYPES[dtype]
+    cuda = device.startswith("cuda")
+
+    def layout(c):  # (elements of one weight, copies, each copy's aligned stride)
+        one = c["K"] * c["N"]
+        n = 1 if cuda else max(1, min(64, -(-ROTATE_BYTES // (one * dt.itemsize))))
+        return one, n, -(-one // 64) * 64  # each copy starts 64 elements aligned
+
     secs, pool = [], None
     for c in _cells(axes):
         if timed.skip():  # re-measuring other cells: this one keeps its time
             secs.append(timed(None))
             continue
-        one = c["K"] * c["N"]
-        n = 1 if device.startswith("cuda") else max(1, min(64, -(-ROTATE_BYTES // (one * dt.itemsize))))
-        stride = -(-one // 64) * 64  # each copy starts 64 elements aligned
-        if pool is None or pool.numel() < stride * n:
-            pool = None  # the old pool goes before the new one is drawn
-            pool = torch.randn(stride * n, dtype=dt, device=device)
+        if pool is None:
+            gen = torch.Generator().manual_seed(0)
+            block = torch.randn(RANDOM_BLOCK, generator=gen).repeat(2).to(device=device, dtype=dt)
+            need = max(n * stride for _, n, stride in map(layout, _cells(axes)))
+            pool = fill_tiled(torch.empty(need, dtype=dt, device=device), block, gen)
+        one, n, stride = layout(c)
         ws = [pool[i * stride:i * stride + one].view(c["N"], c["K"]) for i in range(n)]
         x = torch.randn(c["M"], c["K"], dtype=dt, device=device)
         turn = iter(range(1 << 62))

@@ -19,10 +19,16 @@ def is_oom(exc: BaseException) -> bool:
         or "cannot allocate" in text or type(exc).__name__ == "OutOfMemoryError"
 
 
+PARTS = ("samples kept", "samples taken again (descheduled)", "warm-up calls and cap checks")
+
+
 def measure_grid(model, spec, base, kernel, points, meta, sync, per_point, max_call, rounds, bar, csv_path,
-                  done_rows, device, threads, torch, say) -> list[Row]:
+                  done_rows, device, threads, torch, say, spent: dict | None = None) -> list[Row]:
     """Time ``points`` (one dtype) in ``rounds`` passes over the grid; each point's samples from all
-    rounds are pooled. Both predictions are made, and printed, before the last round's measurement."""
+    rounds are pooled. Both predictions are made, and printed, before the last round's measurement.
+    A shape is warmed up once, in round 1: later rounds take samples straight away, their samples'
+    size set by round 1's per-call time (a warm-up call per round was a quarter of the passes' time).
+    ``spent`` adds up the timing's wall seconds by PARTS."""
     rows = {}
     for p in points:
         pred, bound = predict_point(spec, base, p)
@@ -50,8 +56,11 @@ def measure_grid(model, spec, base, kernel, points, meta, sync, per_point, max_c
                 if last:
                     bar.timing(head)
                 if p not in dead:
+                    warm = _pool(pooled[p]).median_s if pooled[p] else None
+                    t0 = time.perf_counter()
                     got = _time_point(model, spec, p, sync, per_point / rounds, max_call, device, threads, torch,
-                                      dead, points)
+                                      dead, points, warm)
+                    _account(spent, got, time.perf_counter() - t0)
                     if isinstance(got, str):
                         dead[p] = got
                     else:
@@ -75,32 +84,48 @@ def _pool(timings):
     from .timing import Timing
 
     return Timing(tuple(s for t in timings for s in t.samples_s), min(t.inner for t in timings),
-                  sum(t.contended for t in timings), float(np.mean([t.others_cores for t in timings])))
+                  sum(t.contended for t in timings), float(np.mean([t.others_cores for t in timings])),
+                  sum(t.sampling_s for t in timings))
 
 
-def _time_point(model, spec, p: Point, sync, budget, max_call, device, threads, torch, dead, points):
+def _account(spent: dict | None, got, wall_s: float) -> None:
+    """One timed point's ``wall_s`` into ``spent`` by PARTS (a skipped point's one call is its check)."""
+    if spent is None:
+        return
+    kept = sum(got.samples_s) * got.inner if not isinstance(got, str) else 0.0
+    sampling = got.sampling_s if not isinstance(got, str) else 0.0
+    for part, s in zip(PARTS, (kept, max(0.0, sampling - kept), max(0.0, wall_s - sampling)), strict=True):
+        spent[part] = spent.get(part, 0.0) + s
+
+
+def _time_point(model, spec, p: Point, sync, budget, max_call, device, threads, torch, dead, points,
+                warm_s: float | None = None):
     """A Timing, or a status string: "skipped: ..." when one call exceeds ``max_call`` (then the
-    larger points of the same dtype, phase and batch are skipped too), "oom" when memory runs out."""
+    larger points of the same dtype, phase and batch are skipped too), "oom" when memory runs out.
+    ``warm_s``: this shape was timed before (an earlier round), at this many seconds per call: no
+    warm-up and no cap check, samples from the first call."""
     from . import timing
 
     try:
         fn = timing.prefill_fn(model, p.batch, p.size, spec.vocab_size, device) if p.phase == "prefill" \
             else timing.decode_fn(model, p.batch, p.size, device)
-        sync()
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        first = time.perf_counter() - t0
-        if first > max_call:
-            status = f"skipped: one call took {first:.2f} s (cap {max_call:g} s; use --layers)"
-            for q in points:
-                if (q.phase, q.batch) == (p.phase, p.batch) and q.size > p.size:
-                    dead.setdefault(q, "skipped: a smaller point was too slow")
-            return status
-        slow = first > 0.05  # the first call was the warm-up; take what the budget allows
-        return timing.time_call(fn, sync, budget, min_samples=1 if first > budget / 2 else 2 if slow else 5,
+        call_s = warm_s
+        if warm_s is None:  # the shape's first call: the cap check and the warm-up
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            call_s = time.perf_counter() - t0
+            if call_s > max_call:
+                status = f"skipped: one call took {call_s:.2f} s (cap {max_call:g} s; use --layers)"
+                for q in points:
+                    if (q.phase, q.batch) == (p.phase, p.batch) and q.size > p.size:
+                        dead.setdefault(q, "skipped: a smaller point was too slow")
+                return status
+        slow = call_s > 0.05  # a slow first call was warm-up enough; a fast one gets time_call's own
+        return timing.time_call(fn, sync, budget, min_samples=1 if call_s > budget / 2 else 2 if slow else 5,
                                 max_samples=30, warmup=2, cpu_threads=threads if device == "cpu" else None,
-                                warm_call_s=first if slow else None)
+                                warm_call_s=call_s if slow or warm_s is not None else None)
     except Exception as exc:  # noqa: BLE001 - OOM at one point: skip it, keep going
         if not is_oom(exc):
             raise

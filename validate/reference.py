@@ -339,12 +339,18 @@ def build_decoder(spec: ModelSpec, max_len: int, dtype: str = "fp32", device: st
                 fan_in = p.shape[-1]
                 if fan_in not in blocks:
                     blocks[fan_in] = (draws * fan_in ** -0.5).repeat(2).to(device=device, dtype=p.dtype)
-                block, flat = blocks[fan_in], p.view(-1)
-                for at in range(0, flat.numel(), RANDOM_BLOCK):
-                    n = min(RANDOM_BLOCK, flat.numel() - at)
-                    start = int(torch.randint(RANDOM_BLOCK, (1,), generator=gen))
-                    flat[at:at + n].copy_(block[start:start + n])
+                fill_tiled(p.view(-1), blocks[fan_in], gen)
     return model.eval().requires_grad_(False)
+
+
+def fill_tiled(flat: torch.Tensor, block: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """``flat`` (1-D) filled with runs of RANDOM_BLOCK values of ``block`` (2 x RANDOM_BLOCK draws),
+    each run starting at a random offset: random values at the cost of a copy, not of fresh draws."""
+    for at in range(0, flat.numel(), RANDOM_BLOCK):
+        n = min(RANDOM_BLOCK, flat.numel() - at)
+        start = int(torch.randint(RANDOM_BLOCK, (1,), generator=gen))
+        flat[at:at + n].copy_(block[start:start + n])
+    return flat
 
 
 def reduced(spec: ModelSpec, layers: int | None) -> ModelSpec:

@@ -98,6 +98,8 @@ def summary_lines(run) -> list[str]:
     if oom:
         out.append(f"{oom} grid points skipped: out of memory")
     out.append(load_line())
+    if run.where_the_passes_went():
+        out.append(run.where_the_passes_went())
     out += run.notes
     return out
 
@@ -169,6 +171,7 @@ def markdown(run, plot: Path | None) -> str:
          f"{'transformers LlamaForCausalLM' if o.impl == 'hf' else 'validate/reference.py'}",
          f"- grid: {o.mode}; dtypes {', '.join(dict.fromkeys(r.point.dtype for r in run.rows))}; "
          f"wall time {run.wall_s:.0f} s ({run.where_the_time_went()}); {load_line()}",
+         *([f"- {run.where_the_passes_went()}"] if run.where_the_passes_went() else []),
          f"- base profile: {run.base.name}; kernel profile: calibrated.yaml beside kernels/ "
          f"(`roofline estimate --hardware {Path(o.out) / 'calibrated.yaml'}`); the kernel profile never "
          "saw these models: its shapes are the other catalog models' widths", ""]

@@ -57,6 +57,7 @@ class Timing:
     inner: int
     contended: int = 0
     others_cores: float = 0.0  # CPU cores other processes kept busy meanwhile (Linux /proc/stat)
+    sampling_s: float = 0.0  # wall seconds of the sampling (kept and dropped samples; no warm-up)
 
     @property
     def median_s(self) -> float:
@@ -198,8 +199,8 @@ def time_call(fn: Callable[[], object], sync: Callable[[], None], budget_s: floa
             dropped += 1
             continue
         samples.append(wall / inner)
-    others = busy_cores(before, _cpu_busy_s(), time.perf_counter() - start)
-    return Timing(tuple(samples), inner, dropped, others or 0.0)
+    sampling = time.perf_counter() - start
+    return Timing(tuple(samples), inner, dropped, busy_cores(before, _cpu_busy_s(), sampling) or 0.0, sampling)
 
 
 def prefill_fn(model, batch: int, prompt_len: int, vocab: int, device: str):

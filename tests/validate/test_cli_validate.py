@@ -141,6 +141,12 @@ def test_quick_validate_writes_everything(quick_run):
     total, *parts = (int(x) for x in m.groups())
     assert abs(sum(parts) - total) <= 3  # whole seconds, each rounded
     assert "held-out passes" in report
+    # and the passes' own split, in the output and the report
+    m = re.search(r"held-out passes (\d+) s: samples kept (\d+) s, samples taken again \(descheduled\) (\d+) s, "
+                  r"warm-up calls and cap checks (\d+) s, the rest (\d+) s", r.output)
+    assert m and m.group(0) in report, r.output[-600:]
+    passes, *split = (int(x) for x in m.groups())
+    assert passes == parts[2] and abs(sum(split) - passes) <= 3
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")

@@ -46,6 +46,29 @@ def test_an_outlier_is_measured_again():
     assert note.startswith("1 cells slower than a larger neighbour by > 1.5x measured again (1 round)")
 
 
+@pytest.mark.parametrize("first, later, calls, fastest", [
+    (0.03, 0.04, 2, 0.03),  # slower than the budget: the warm-up call and one sample; the warm-up is fastest
+    (0.0005, 0.004, None, 0.004),  # faster: the warm-up is no candidate, the samples decide
+])
+def test_a_cell_slower_than_the_budget_counts_its_warm_up(first, later, calls, fastest):
+    pytest.importorskip("torch")
+    from validate.kernels import _timer
+
+    timed = _timer("cpu", None, 0.02)
+    made = []
+
+    def fn():
+        made.append(1)
+        time.sleep(first if len(made) == 1 else later)
+
+    got = timed(fn)
+    assert fastest <= got < fastest * 1.5
+    if calls is not None:
+        assert len(made) == calls
+    else:
+        assert len(made) >= 1 + 2  # the warm-up and at least 2 samples
+
+
 def _prov():
     from calc.spec.kernel_tables import Provenance
 
