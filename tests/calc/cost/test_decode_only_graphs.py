@@ -5,12 +5,12 @@ The extra time is the pass's kernels x the preset's eager launch cost, worked ou
 import pytest
 
 from calc import load_hardware, load_model
+from calc.cost.dtypes import Dtypes
 from calc.cost.latency import estimate
 from calc.cost.setup import Setup
+from calc.serving.replica.capacity import Replica, steady_state
 from calc.spec.engine import load_engine
 from calc.spec.scheduler import Serving, resolve_serving
-from calc.serving.replica.capacity import Replica, steady_state
-from calc.cost.dtypes import Dtypes
 
 
 def test_the_rule_by_step_kind():

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from calc import load_hardware
+from calc.core.units import weight_bytes_per_param
 from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
 from calc.cost.opcost import OpCost
 from calc.cost.roofline import op_time, peak_for
-from calc.core.units import weight_bytes_per_param
 
 K, N = 4096, 14336  # a Llama-3-8B gate projection
 F16 = Dtypes("fp16", "fp16", "fp16")
