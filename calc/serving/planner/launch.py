@@ -271,12 +271,17 @@ def _tgi(rep, R, max_len, args, fields) -> Launch:
     def spell(k, v):
         return f"--{k.replace('_', '-')}"
 
+    args = dict(args)
+    chunking = args.pop("prefill_chunking", True)  # TGI reads it from its environment, not from a flag
+
     flags = [Flag("--model-id", model_id(rep.model), "the model"), Flag("--num-shard", rep.tp, "TP degree"),
              Flag("--max-total-tokens", max_len, "the longest request's positions (prompt + output)")]
     flags += _sched_flags(args, fields, spell)
     notes = [f"TGI has no {what}; the plan assumed {n}" for what, n, on in
              (("pipeline parallelism", f"PP{rep.pp}", rep.pp > 1), ("expert parallelism flag", f"EP{rep.ep}", rep.ep > 1))
              if on]
+    if chunking is False:
+        notes.append("PREFILL_CHUNKING=0 in the launcher's environment: a new batch is prefilled in its own step")
     dflags, dnotes = _dtype_notes(rep.dt, rep.model, "--quantize", ("--kv-cache-dtype", "fp8_e4m3fn"), "TGI")
     if rep.speculative is not None:
         notes.append(f"speculative decoding ({_spec_assumes(rep)}): not set by this command")

@@ -95,6 +95,20 @@ def test_value_tables_map_back_to_the_engines_value():
     assert "free_gpu_memory_fraction" not in args  # an alias of kv_cache_free_gpu_memory_fraction: said once
 
 
+def test_tgi_prefill_chunking_is_its_environment_not_a_flag():
+    """TGI reads PREFILL_CHUNKING from its environment: chunked (its default) needs nothing; a
+    plan without chunking says to set PREFILL_CHUNKING=0, and no launcher flag is made of it."""
+    r = _rep("tgi")
+    cmd = launch(r, 1, 4096)
+    assert r.serving.prefill == "mixed" and not any("prefill-chunking" in a for a in cmd.argv())
+    assert not any("PREFILL_CHUNKING" in n for n in cmd.notes)
+    off = Replica(r.model, r.hw, r.tp, r.max_batch, r.dt, r.serving.model_copy(update={"prefill": "prefill_first"}))
+    cmd = launch(off, 1, 4096)
+    assert not any("prefill-chunking" in a for a in cmd.argv())
+    assert any(n.startswith("PREFILL_CHUNKING=0") for n in cmd.notes)
+    assert engine_args_of(load_engine("tgi"), off.serving)["prefill_chunking"] is False
+
+
 @pytest.mark.parametrize("engine", ["hf", "llama.cpp", "ideal"])
 def test_no_serving_engine_no_command(engine):
     assert launch(_rep(engine), 1, 4096) is None
