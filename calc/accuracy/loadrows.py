@@ -133,7 +133,8 @@ def load_rows(path: Path = UNDER_LOAD) -> tuple[list[LoadRow], list[tuple[str, s
                 id=rid, run=r["run"], publisher=r["publisher"], engine=r["engine"], model=r["model"], hardware=r["gpu"],
                 weight_dtype=w, kv_dtype=kv_dtype_of(w, r["kv_dtype"], r["model"]),
                 compute_dtype=compute_dtype_of(w, r["act_dtype"] or None), gpus=int(csv_number(r["num_gpus"]) or 1),
-                tp=int(csv_number(r["tp"]) or 1), ep=int(csv_number(r["ep"]) or 1), load=r["load"], concurrency=int(conc) if conc else None, rate_per_s=rate,
+                tp=int(csv_number(r["tp"]) or 1), ep=int(csv_number(r["ep"]) or 1), load=r["load"],
+                concurrency=int(conc) if conc else None, rate_per_s=rate,
                 num_prompts=int(n) if n else None, prompt_len=T, output_len=G, metric=r["metric"],
                 statistic=r["statistic"], value=value, engine_args=_engine_args(r["engine_args"], where)))
     _check_runs(rows, path)

@@ -265,6 +265,12 @@ def bound_code_of(shares) -> np.ndarray:
     return np.argmax(np.asarray(shares), axis=0).astype(np.int8)
 
 
+def bound_name(c: float, m: float, k: float) -> str:
+    """bound_of one step's shares in scalars (compute ``c``, memory ``m``, communication ``k``
+    seconds), for callers that label steps one at a time: the first largest, as argmax."""
+    return _BOUND_NAMES[0 if c >= m and c >= k else 1 if m >= k else 2]
+
+
 def bound_of(shares):
     """BOUNDS[bound_code_of(shares)]: "compute", "memory" or "communication"."""
     shares = np.asarray(shares)

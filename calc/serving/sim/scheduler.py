@@ -9,13 +9,12 @@ from collections import deque
 
 import numpy as np
 
-from calc.cost.roofline import BOUNDS
+from calc.cost.roofline import BOUNDS, bound_name
 from calc.serving.replica.capacity import Replica
 from calc.serving.replica.prefix import CachedPrefix
 
 # ndarray.sum/min through numpy's Python wrappers cost more than the small sums they do here
 _sum, _min = np.add.reduce, np.minimum.reduce
-_BOUNDS = BOUNDS.tolist()  # calc.cost.roofline.bound_of of a step's [3] shares: the first largest
 MAX_RUN = 1024  # decode steps advanced per vectorised call
 _AHEAD = np.arange(float(MAX_RUN))  # tokens emitted before each step of a run, at one token a step
 _AHEAD.flags.writeable = False
@@ -85,10 +84,9 @@ class Scheduler:
                 "output_tokens": out}
 
     def _tally(self, total_s: float, c: float, m: float, k: float) -> None:
-        """Add a step, or a run of steps, to the bound its time goes to: the first largest of its
-        shares (compute ``c``, memory ``m``, communication ``k``), as calc.cost.roofline.bound_of
-        picks it (here in scalars: it runs per event)."""
-        self.bound_time[_BOUNDS[0 if c >= m and c >= k else 1 if m >= k else 2]] += total_s
+        """Add a step, or a run of steps, to the bound its time goes to (calc.cost.roofline.bound_name
+        of its shares: compute ``c``, memory ``m``, communication ``k``)."""
+        self.bound_time[bound_name(c, m, k)] += total_s
 
     def finish_done(self, known: bool = False):
         """Retire the running requests with nothing left to generate (``known``: one has)."""

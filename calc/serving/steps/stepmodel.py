@@ -275,7 +275,7 @@ class StepModel:
     def _one(self, x: np.ndarray, phase: str) -> tuple[float, tuple]:
         """time_and_shares of one step, in scalars (the scheduler's path: a few microseconds); the
         shares a tuple (compute, memory, communication)."""
-        c = self.coef.get(phase) or self.coef["any"]
+        c = self._phase(phase)
         y = c.S.dot(x).tolist()  # ndarray.dot: the same product as @, with less dispatch per call
         n = c.n_ops
         cs = ms = 0.0
