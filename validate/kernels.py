@@ -25,7 +25,7 @@ from calc.spec.kernel_tables import KernelTable
 
 from . import monotone as mono
 from .reference import RANDOM_BLOCK, TORCH_DTYPES, apply_rope, fill_tiled, rope_tables
-from .timing import synchronizer, time_call
+from .timing import one_call_s, synchronizer, time_call
 
 TP = (1, 2, 4, 8)
 
@@ -83,11 +83,7 @@ def _timer(device: str, threads: int | None, budget_s: float) -> Callable[[Calla
         timed.calls += 1
         if timed.skip(i):
             return timed.replay[i]
-        sync()
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        warm = time.perf_counter() - t0
+        warm = one_call_s(fn, sync)
         slow = warm >= budget_s
         t = time_call(fn, sync, budget_s, min_samples=1 if slow else 2, max_samples=15, cpu_threads=cpu_threads,
                       warm_call_s=warm)

@@ -111,11 +111,7 @@ def _time_point(model, spec, p: Point, sync, budget, max_call, device, threads, 
             else timing.decode_fn(model, p.batch, p.size, device)
         call_s = warm_s
         if warm_s is None:  # the shape's first call: the cap check and the warm-up
-            sync()
-            t0 = time.perf_counter()
-            fn()
-            sync()
-            call_s = time.perf_counter() - t0
+            call_s = timing.one_call_s(fn, sync)
             if call_s > max_call:
                 status = f"skipped: one call took {call_s:.2f} s (cap {max_call:g} s; use --layers)"
                 for q in points:

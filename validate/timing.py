@@ -163,6 +163,15 @@ def busy_cores(before, after, wall_s: float) -> float | None:
     return max(0.0, (after[0] - before[0]) - (after[1] - before[1])) / wall_s
 
 
+def one_call_s(fn: Callable[[], object], sync: Callable[[], None]) -> float:
+    """Seconds of one call of ``fn``, the device synchronised before and after."""
+    sync()
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - t0
+
+
 def time_call(fn: Callable[[], object], sync: Callable[[], None], budget_s: float, min_samples: int = 5,
               max_samples: int = 50, warmup: int = 2, cpu_threads: int | None = None,
               warm_call_s: float | None = None) -> Timing:
@@ -175,11 +184,7 @@ def time_call(fn: Callable[[], object], sync: Callable[[], None], budget_s: floa
     if warm_call_s is None:
         for _ in range(max(warmup - 1, 0)):
             fn()
-        sync()
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        warm_call_s = time.perf_counter() - t0
+        warm_call_s = one_call_s(fn, sync)
     one = max(warm_call_s, 1e-7)
     inner = min(MAX_INNER, max(1, math.ceil(TARGET_SAMPLE_S / one)))
     n = int(min(max_samples, max(min_samples, budget_s / (one * inner))))
