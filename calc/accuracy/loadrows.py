@@ -68,6 +68,7 @@ class LoadRow:
     statistic: str
     value: float
     engine_args: dict = field(default_factory=dict)
+    engine_version: str = ""  # the engine's version as published (the preset's by_version rules read it)
 
     @property
     def measured_as(self) -> str:
@@ -136,7 +137,8 @@ def load_rows(path: Path = UNDER_LOAD) -> tuple[list[LoadRow], list[tuple[str, s
                 tp=int(csv_number(r["tp"]) or 1), ep=int(csv_number(r["ep"]) or 1), load=r["load"],
                 concurrency=int(conc) if conc else None, rate_per_s=rate,
                 num_prompts=int(n) if n else None, prompt_len=T, output_len=G, metric=r["metric"],
-                statistic=r["statistic"], value=value, engine_args=_engine_args(r["engine_args"], where)))
+                statistic=r["statistic"], value=value, engine_args=_engine_args(r["engine_args"], where),
+                engine_version=r["engine_version"] or ""))
     _check_runs(rows, path)
     return rows, skipped
 
@@ -191,7 +193,7 @@ def scenario(run_rows: list[LoadRow], preset: str):
     opts = Conditions(model=r.model, hardware=r.hardware, engine=preset, tp=r.tp, ep=r.ep, gpus=r.gpus,
                       weight_dtype=r.weight_dtype, kv_dtype=r.kv_dtype, compute_dtype=r.compute_dtype,
                       prompt_len=r.prompt_len, output_len=r.output_len,
-                      engine_args=r.engine_args or None)
+                      engine_args=r.engine_args or None, engine_version=r.engine_version or None)
     return resolve(run, opts)
 
 

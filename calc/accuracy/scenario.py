@@ -80,6 +80,9 @@ class Conditions(BaseModel):
     # the engine's own arguments (vLLM: max_num_batched_tokens, gpu_memory_utilization, ...), checked
     # against the run's engine preset (calc/data/engines.yaml engine_args)
     engine_args: dict[str, Any] | None = None
+    # the engine's version (0.6.3, 0.1.0a1, ...): the preset's scheduler as that version had it
+    # (calc/data/engines.yaml by_version); unknown: the preset's own
+    engine_version: str | None = Field(default=None, max_length=MAX_TEXT)
 
 
 @dataclass(frozen=True)
@@ -261,7 +264,7 @@ def _serving(engine: str, hardware: str, options: Conditions, side: Conditions, 
     max_num_seqs, then the options' (each problem a one-line error naming where it came from)."""
     preset = _scheduler_preset(engine)
     hw = load_hardware(hardware)
-    base = resolve_serving(preset, hw.name, hw.memory_gb)
+    base = resolve_serving(preset, hw.name, hw.memory_gb, version=options.engine_version or side.engine_version)
     others = engine_arg_names()
     family_name = preset.name.removesuffix("-fit")
     upd: dict[str, Any] = {} if file_seqs is None else {"max_num_seqs": int(file_seqs)}

@@ -19,7 +19,7 @@ from pydantic import Field, field_validator, model_validator
 from calc.core.errors import SpecError, suggest
 from calc.core.units import GROUP_SCALED, MICRO, canonical_dtype
 from calc.spec.base import SpecModel
-from calc.spec.scheduler import EngineArg, MemoryRule, Serving
+from calc.spec.scheduler import EngineArg, MemoryRule, Serving, VersionRule
 from calc.spec.yamlio import build, read_yaml
 
 ENGINES_FILE = Path(str(resources.files("calc").joinpath("data", "engines.yaml")))
@@ -88,6 +88,7 @@ class EngineSpec(SpecModel):
     # engine's own argument names for them (``name: field`` or ``name: {field, values, scale}``).
     scheduler: Serving = Serving()
     by_memory: list[MemoryRule] = Field(default_factory=list)
+    by_version: list[VersionRule] = Field(default_factory=list)
     engine_args: dict[str, EngineArg] = Field(default_factory=dict)
     # The engine whose launch command runs this preset's scheduler (calc.serving.planner.launch); None:
     # a preset of no serving engine (ideal, hf, llama.cpp).
@@ -106,9 +107,10 @@ class EngineSpec(SpecModel):
         fields = set(Serving.model_fields)
         bad = [f"engine_args.{k}: {a.field}" for k, a in self.engine_args.items() if a.field not in fields]
         bad += [f"by_memory: {k}" for r in self.by_memory for k in r.set if k not in fields]
+        bad += [f"by_version: {k}" for r in self.by_version for k in r.set if k not in fields]
         if bad:
             raise ValueError(f"not scheduler fields: {', '.join(bad)} (fields: {', '.join(sorted(fields))})")
-        for r in self.by_memory:
+        for r in [*self.by_memory, *self.by_version]:
             Serving.model_validate(r.set)
         return self
 

@@ -13,7 +13,10 @@ the engine (``gpu_memory_utilization`` for vLLM, ``mem_fraction_static`` for SGL
     max_num_seqs            running sequences (None: bound by the KV pages alone)
     prefill                 mixed: prefill chunks share steps with every decode; prefill_first: a
                             step with prefill work carries no decodes; one_at_a_time: prefill_first,
-                            one prompt per step
+                            one prompt per step; batched: each iteration prefills every prompt waiting
+                            at its start (in steps of the token budget, no decodes), then one decode
+                            step of every running request samples the new ones' first tokens
+                            (TurboMind before v0.1.0)
     chunked_prefill         a prompt may be split over steps (else it runs whole; one longer than
                             the budget runs alone, in budget-sized pieces)
     preemption              recompute: the newest running request is evicted when pages run out and
@@ -27,14 +30,15 @@ the engine (``gpu_memory_utilization`` for vLLM, ``mem_fraction_static`` for SGL
                             kernel eagerly (the simulator's steps, and `estimate`'s prefill)
 
 Resolution (``resolve_serving``): these defaults < the preset's ``scheduler`` < its ``by_memory``
-rules for the GPU < the workload's ``serving:`` keys that are set < ``engine_args``.
+rules for the GPU < its ``by_version`` rules for the engine's version (where one is known) < the workload's ``serving:`` keys that are set < ``engine_args``.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from calc.core import limits as lim
 from calc.core.errors import SpecError, suggest
@@ -50,7 +54,7 @@ class Serving(SpecModel):
     max_batched_tokens: int = Field(default=2048, ge=16, le=lim.MAX_TOKENS)
     max_num_seqs: int | None = Field(default=None, ge=1, le=lim.MAX_BATCH)
     watermark: float = Field(default=0.01, ge=0, lt=1)
-    prefill: Literal["mixed", "prefill_first", "one_at_a_time"] = "mixed"
+    prefill: Literal["mixed", "prefill_first", "one_at_a_time", "batched"] = "mixed"
     chunked_prefill: bool = True
     preemption: Literal["recompute", "none"] = "recompute"
     graph_max_batch: int | None = Field(default=None, ge=0, le=lim.MAX_TOKENS)
@@ -92,6 +96,39 @@ class MemoryRule(SpecModel):
         return (self.min_memory_gb <= memory_gb < self.max_memory_gb
                 and (not self.names or any(s in name for s in self.names))
                 and not any(s in name for s in self.exclude))
+
+
+_PRE = {"dev": 0, "a": 1, "b": 2, "rc": 3}  # pre-releases sort before the release itself (PEP 440)
+
+
+def version_key(text: str) -> tuple | None:
+    """An engine version as a sortable key: its leading release numbers, then any pre-release
+    (``0.1.0a1`` < ``0.1.0``); None for a version with no leading number (``sha-11d7af7-rocm``)."""
+    m = re.match(r"\s*v?(\d+(?:\.\d+)*)(?:[.-]?(dev|a|b|rc)(\d*))?", str(text))
+    if m is None:
+        return None
+    release = tuple(int(x) for x in m.group(1).split("."))
+    release += (0,) * (4 - len(release))
+    pre = (_PRE[m.group(2)], int(m.group(3) or 0)) if m.group(2) else (9, 0)
+    return (*release[:4], *pre)
+
+
+class VersionRule(SpecModel):
+    """Scheduler values an engine had before a named version (its source at that version cited)."""
+
+    before: str
+    set: dict[str, Any]
+
+    @field_validator("before")
+    @classmethod
+    def _parses(cls, v: str) -> str:
+        if version_key(v) is None:
+            raise ValueError(f"{v!r} is not a version (expected numbers such as 0.1.0)")
+        return v
+
+    def applies(self, version: str | None) -> bool:
+        key = version_key(version) if version else None
+        return key is not None and key < version_key(self.before)
 
 
 def _field_problem(field: str, value: Any) -> str | None:
@@ -156,9 +193,11 @@ def map_engine_args(engine: str, args_spec: dict[str, EngineArg], args: dict, wh
 
 def resolve_serving(preset, hw_name: str = "", memory_gb: float = 0.0, block: Serving | None = None,
                     engine_args: dict | None = None, where: object = "engine_args",
-                    prefix: str = "engine_args", others: dict[str, dict] | None = None) -> Serving:
+                    prefix: str = "engine_args", others: dict[str, dict] | None = None,
+                    version: str | None = None) -> Serving:
     """The scheduler a replica runs (see the module docstring for the order). ``preset``: an
-    EngineSpec or None (the class defaults); ``block``: a workload's ``serving:`` (its set keys count)."""
+    EngineSpec or None (the class defaults); ``block``: a workload's ``serving:`` (its set keys count);
+    ``version``: the engine's version, where known (a benchmark run's), for the preset's by_version rules."""
     values: dict[str, Any] = {}
     if preset is not None:
         sched = preset.scheduler
@@ -166,6 +205,9 @@ def resolve_serving(preset, hw_name: str = "", memory_gb: float = 0.0, block: Se
         for rule in preset.by_memory:
             if rule.applies(hw_name, memory_gb):
                 values.update(rule.set)
+        for vrule in preset.by_version:
+            if vrule.applies(version):
+                values.update(vrule.set)
     if block is not None:
         values.update(block.model_dump(include=block.model_fields_set))
     if engine_args:

@@ -54,6 +54,10 @@ class Scheduler:
         self.dec_tokens = self.timer.decode_slots  # token-budget slots a decoding request takes per step
         self.unit = self.timer.tokens_per_step == 1.0  # one token per decoding request per step
         self.j = 0  # steps with decode tokens so far (a speculative timer's acceptance clock)
+        # batched policy (TurboMind before v0.1.0): prompts this iteration may still admit (None:
+        # no iteration under way), and the prefilled ones whose first token the next decode step samples
+        self.quota: int | None = None
+        self.pending: list[int] = []
         # running batch: id, cached tokens, tokens left to generate, pages, prefill done, prefill target
         self.N = 0
         # the six are rows of one array (views), so finishing requests compacts them in one call
@@ -151,15 +155,23 @@ class Scheduler:
     def step(self) -> None:
         """One step. Mixed policy: every decode plus prefill chunks within the token budget;
         prefill_first: a step with prefill work (a running prefill, or a request that can be
-        admitted) carries no decodes; one_at_a_time: such a step carries one prompt's chunk.
-        Without chunked prefill a prompt is admitted whole, or alone in pieces when the first.
+        admitted) carries no decodes; one_at_a_time: such a step carries one prompt's chunk;
+        batched: an iteration admits the prompts waiting at its start, prefills them in steps of
+        the budget without decodes and sampling, then one decode step of every running request
+        samples their first tokens. Without chunked prefill a prompt is admitted whole, or alone
+        in pieces when the first.
 
         The running requests still in prefill are the batch's last ``n_prefill`` (admission
         appends, prompts get the budget in admission order, preemption takes the last, and a
         finish, which compacts in order, is never a prefill's), so the decoding ones are a
         prefix of the arrays: slices, no masks."""
         r_kv, r_done, r_target = self.r_kv, self.r_done, self.r_target
-        only_prefill = self.policy != "mixed" and (self.n_prefill > 0 or self.can_admit())
+        batched = self.policy == "batched"
+        closing = batched and self.quota == 0 and self.n_prefill == 0  # the iteration's decode step
+        if batched and self.quota is None and not closing and self.can_admit():
+            self.quota = len(self.waiting)  # an iteration starts: the prompts waiting now
+        only_prefill = (self.policy != "mixed" and not closing
+                        and (self.n_prefill > 0 or (self.quota != 0 and self.can_admit())))
         one = self.policy == "one_at_a_time"
         n_dec = 0 if only_prefill else self.N - self.n_prefill  # decoding this step: the first n_dec
         m = 1 if self.unit else self.timer.emits(self.j)  # tokens each decoding request emits
@@ -193,7 +205,9 @@ class Scheduler:
                 tgts.append(tgt)
                 left -= c
         M = N
-        while self.waiting and M < self.mb and left > 0 and not (one and chunk):
+        if closing:
+            left = 0
+        while self.waiting and M < self.mb and left > 0 and not (one and chunk) and self.quota != 0:
             i = self.waiting[0]
             tgt = self._target(i)
             p = self._admit_pages(i)
@@ -206,6 +220,8 @@ class Scheduler:
                     break  # whole prompts only: it waits for a step with room
                 c = left
             self.waiting.popleft()
+            if self.quota is not None:
+                self.quota -= 1
             self.free -= p
             rem = self.G[i] - self.gen[i]
             self.low = min(self.low, rem)
@@ -219,6 +235,8 @@ class Scheduler:
         self.n_prefill += M - N
         self.N = M
         if n_dec == 0 and not chunk:
+            if closing:  # nothing running to decode (every prompt of the iteration was preempted)
+                self.quota = None
             return
         dt, shares = self.timer.one(r_kv[:n_dec], chunk, past)
         self._tally(dt, *shares)
@@ -240,6 +258,9 @@ class Scheduler:
             r_kv[p] = done
             if done >= tgt:
                 self.n_prefill -= 1
+                if batched:  # the iteration's decode step samples it
+                    self.pending.append(int(self.r_id[p]))
+                    continue
                 rem = int(self.r_rem[p]) - 1
                 self.r_rem[p] = rem
                 self.low = min(self.low, rem)
@@ -247,6 +268,15 @@ class Scheduler:
                 i = self.r_id[p]
                 if self.first[i] != self.first[i]:  # nan: the first token (not a recompute)
                     self.first[i] = self.clock
+        if closing:
+            ids = np.asarray(self.pending)
+            ids = ids[np.isin(ids, self.r_id[:self.N]) & np.isnan(self.first[ids])]  # still running, not a recompute
+            fresh = ids
+            self.first[fresh] = self.clock
+            self.pending.clear()
+            self.quota = None
+        elif batched and self.n_prefill == 0 and self.quota is not None and not (self.quota and self.can_admit()):
+            self.quota = 0  # the iteration's prompts are in: its decode step comes next
         self.finish_done()
 
     def _page_need(self, kv, m: int):
@@ -268,7 +298,7 @@ class Scheduler:
     def decode_run(self) -> bool:
         """Advance k >= 1 pure decode steps if nothing else can happen before; False otherwise."""
         N = self.N
-        if N == 0 or self.n_prefill or self.can_admit():
+        if N == 0 or self.n_prefill or self.pending or self.can_admit():
             return False
         bs, sp = self.bs, self.shared_pages
         kv, rem, pages = self.r_kv[:N], self.r_rem[:N], self.r_pages[:N]

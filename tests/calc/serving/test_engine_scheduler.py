@@ -38,6 +38,38 @@ def test_one_prompt_at_a_time_gives_ttft_i_times_the_prefill():
     assert np.sort(sim.ttft_s) == pytest.approx(t1 * np.arange(1, 6), rel=1e-9)
 
 
+def _decode_s(rep: Replica, *contexts: int) -> float:
+    """One step decoding one token for each request at these contexts: the cost model's time."""
+    past = np.asarray(contexts, float)
+    return float(mixed_step_cost(MODEL, rep.hw, np.ones_like(past), past, DT, rep.eff, "fused", rep.par).time_s)
+
+
+def test_batched_iteration_samples_first_tokens_after_every_prefill():
+    """TurboMind before v0.1.0: an iteration prefills every waiting prompt, in sub-batches of the
+    budget, then one decode step samples all their first tokens. A burst of 4 prompts of 2048
+    tokens, budget 4096: two sub-batches of two, then a decode step of 4 at context 2048, so every
+    TTFT = 2 x t(2048 + 2048) + t_decode(4 x 2048); G = 2: the next decode step finishes them."""
+    rep = _rep(Serving(prefill="batched", max_batched_tokens=4096, chunked_prefill=False))
+    sim = simulate(rep, np.full(4, 2048), np.full(4, 2), burst=True)
+    ttft = 2 * _prefill_s(rep, 2048, 2048) + _decode_s(rep, 2048, 2048, 2048, 2048)
+    assert sim.ttft_s == pytest.approx([ttft] * 4, rel=1e-9)
+    assert sim.e2e_s == pytest.approx([ttft + _decode_s(rep, 2049, 2049, 2049, 2049)] * 4, rel=1e-9)
+
+
+def test_batched_iteration_admits_only_the_prompts_waiting_at_its_start():
+    """Two requests: the first at t = 0, the second arriving while the first prefills. The first
+    iteration prefills only the first prompt, then its decode step samples its token; the second
+    waits for the next iteration: TTFT_2 counts from its arrival to the end of
+    t1 + t_decode(2048) + t1 + t_decode(2049, 2048)."""
+    rep = _rep(Serving(prefill="batched", max_batched_tokens=4096, chunked_prefill=False))
+    t1 = _prefill_s(rep, 2048)
+    arrive = np.array([0.0, t1 / 2])
+    sim = simulate(rep, np.full(2, 2048), np.full(2, 3), rate_per_s=1.0, gaps=arrive)
+    first_1 = t1 + _decode_s(rep, 2048)
+    assert sim.first_token_s[0] == pytest.approx(first_1, rel=1e-9)
+    assert sim.first_token_s[1] == pytest.approx(first_1 + t1 + _decode_s(rep, 2049, 2048), rel=1e-9)
+
+
 def test_chunked_mixed_packs_four_prompts_per_step():
     """The same burst, mixed and chunked at 8192 tokens: four 2048-token prompts fill the first
     step (TTFT = t(4 x 2048)); the fifth follows in the second step."""

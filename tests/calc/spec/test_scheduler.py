@@ -123,3 +123,50 @@ def test_burst_arrival_kind():
     assert Arrival(kind="burst").kind == "burst"
     with pytest.raises(ValueError, match="no rate_per_s or concurrency"):
         Arrival(kind="burst", rate_per_s=2)
+
+
+def test_versions_sort_as_releases_with_pre_releases_first():
+    from calc.spec.scheduler import version_key
+
+    order = ["0.0.14", "0.1.0a1 (TurboMind)", "0.1.0", "v0.7.4.dev181+gf35f8e22", "0.7.4", "0.10.0"]
+    keys = [version_key(v) for v in order]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    assert version_key("sha-11d7af7-rocm") is None
+
+
+def test_by_version_rule_gives_an_old_engine_its_scheduler():
+    """LMDeploy before v0.1.0 ran TurboMind's iteration scheduler (engines.yaml lmdeploy, tm_iter):
+    a run of 0.1.0a1 resolves to the batched policy with whole prompts; 0.1.0, an unknown or no
+    version keep the preset's own."""
+    preset, hw = engines()["lmdeploy"], load_hardware("a100-80gb-sxm")
+    old = resolve_serving(preset, hw.name, hw.memory_gb, version="0.1.0a1 (TurboMind)")
+    assert (old.prefill, old.chunked_prefill) == ("batched", False)
+    for version in ("0.1.0", "sha-1234", None):
+        assert resolve_serving(preset, hw.name, hw.memory_gb, version=version).prefill == preset.scheduler.prefill
+
+
+def test_bad_by_version_rule_is_one_line(tmp_path):
+    p = tmp_path / "e.yaml"
+    base = (Path(__file__).resolve().parents[3] / "calc" / "data" / "engines.yaml").read_text()
+    import yaml
+
+    spec = yaml.safe_load(base)["lmdeploy"] | {"by_version": [{"before": "soon", "set": {}}]}
+    p.write_text(yaml.safe_dump({"old-lmdeploy": spec}))
+    with pytest.raises(SpecError, match="by_version.0.before.*not a version"):
+        load_engine(str(p))
+
+
+def test_compare_takes_the_engine_version():
+    """compare --engine-version reaches the scheduler: the same run under LMDeploy 0.1.0a1 (batched
+    iterations) predicts a different TTFT than under the preset's own (prefill-first) scheduler."""
+    from calc.accuracy.compare import compare_files
+    from calc.accuracy.scenario import Conditions
+
+    f = BENCH / "vllm-serve-concurrency16.json"
+    ttft = {}
+    for version in (None, "0.1.0a1"):
+        results, failures, _ = compare_files([f], Conditions(hardware="h100-sxm", engine="lmdeploy",
+                                                             engine_version=version))
+        assert not failures and results[0].scenario.serving.prefill == ("batched" if version else "prefill_first")
+        ttft[version] = next(m.predicted for m in results[0].metrics if m.metric.startswith("ttft"))
+    assert ttft[None] != ttft["0.1.0a1"]
