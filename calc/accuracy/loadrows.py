@@ -20,6 +20,8 @@ import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from calc.accuracy.benchmarks import Run
 from calc.accuracy.rows import ENGINE_OF, compute_dtype_of, csv_number, kv_dtype_of
 from calc.core.errors import SpecError
@@ -69,6 +71,10 @@ class LoadRow:
     value: float
     engine_args: dict = field(default_factory=dict)
     engine_version: str = ""  # the engine's version as published (the preset's by_version rules read it)
+    # lengths "uniform R": each request's prompt and output drawn uniformly from [int(L x R), L] (the
+    # random datasets of vLLM's and SGLang's benchmark scripts, --random-range-ratio R), L the row's
+    # input_len / output_len; None: every request at the row's lengths ("fixed", or "mean": the means)
+    range_ratio: float | None = None
 
     @property
     def measured_as(self) -> str:
@@ -78,6 +84,25 @@ class LoadRow:
     def in_flight(self) -> int | None:
         """Requests in flight the load puts on the engine: the clients, or the burst's size."""
         return self.concurrency if self.load == "concurrency" else self.num_prompts if self.load == "burst" else None
+
+
+def _range_ratio(text: str, where: str) -> float | None:
+    """The ``lengths`` column: "fixed" or "mean" (None), or "uniform R" with 0 < R <= 1."""
+    kind, _, ratio = (text or "").partition(" ")
+    if kind in ("fixed", "mean") and not ratio:
+        return None
+    value = csv_number(ratio) if kind == "uniform" else None
+    if value is None or not 0 < value <= 1:
+        raise SpecError(where, "lengths", f"{text!r}: expected fixed, mean or uniform R (0 < R <= 1)")
+    return value
+
+
+def drawn_lengths(r: LoadRow, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` requests' prompt and output lengths as a ``uniform R`` row's benchmark draws them
+    (numpy integers in [int(L x R), L], each length on its own; seeded, so scoring is repeatable)."""
+    rng = np.random.default_rng(seed)
+    T, G = (rng.integers(int(L * r.range_ratio), int(L) + 1, size=n) for L in (r.prompt_len, r.output_len))
+    return T, G
 
 
 def _engine_args(text: str, where: str) -> dict:
@@ -129,6 +154,7 @@ def load_rows(path: Path = UNDER_LOAD) -> tuple[list[LoadRow], list[tuple[str, s
             if why:
                 skipped.append((rid, why))
                 continue
+            ratio = _range_ratio(r["lengths"], where)
             w = r["weight_dtype"]
             rows.append(LoadRow(
                 id=rid, run=r["run"], publisher=r["publisher"], engine=r["engine"], model=r["model"], hardware=r["gpu"],
@@ -138,7 +164,7 @@ def load_rows(path: Path = UNDER_LOAD) -> tuple[list[LoadRow], list[tuple[str, s
                 concurrency=int(conc) if conc else None, rate_per_s=rate,
                 num_prompts=int(n) if n else None, prompt_len=T, output_len=G, metric=r["metric"],
                 statistic=r["statistic"], value=value, engine_args=_engine_args(r["engine_args"], where),
-                engine_version=r["engine_version"] or ""))
+                engine_version=r["engine_version"] or "", range_ratio=ratio))
     _check_runs(rows, path)
     return rows, skipped
 
@@ -182,17 +208,22 @@ def simulated_requests(r: LoadRow) -> int:
 
 def scenario(run_rows: list[LoadRow], preset: str):
     """The run as calc.accuracy.scenario resolves a benchmark file's run: every condition
-    from the rows (as options), the lengths fixed at the published values (or means)."""
+    from the rows (as options), the lengths fixed at the published values (or means), or drawn
+    per request as the run's benchmark drew them (``uniform R``)."""
     from calc.accuracy.scenario import Conditions, resolve
 
     r = run_rows[0]
+    n = simulated_requests(r)
+    lens, fixed = {}, {"prompt_len": r.prompt_len, "output_len": r.output_len}
+    if r.range_ratio is not None:  # per-request lengths, as a result file carries them
+        T, G = drawn_lengths(r, n)
+        lens, fixed = {"prompt_lens": tuple(T.tolist()), "output_lens": tuple(G.tolist())}, {}
     run = Run(file=str(UNDER_LOAD), format="vllm-serve", label=r.run, load=r.load,
               measured={x.measured_as: x.value for x in run_rows}, concurrency=r.concurrency,
-              rate_per_s=r.rate_per_s, num_requests=simulated_requests(r), prompt_len=r.prompt_len,
-              output_len=r.output_len, model_id=r.model)
+              rate_per_s=r.rate_per_s, num_requests=n, prompt_len=r.prompt_len,
+              output_len=r.output_len, model_id=r.model, **lens)
     opts = Conditions(model=r.model, hardware=r.hardware, engine=preset, tp=r.tp, ep=r.ep, gpus=r.gpus,
-                      weight_dtype=r.weight_dtype, kv_dtype=r.kv_dtype, compute_dtype=r.compute_dtype,
-                      prompt_len=r.prompt_len, output_len=r.output_len,
+                      weight_dtype=r.weight_dtype, kv_dtype=r.kv_dtype, compute_dtype=r.compute_dtype, **fixed,
                       engine_args=r.engine_args or None, engine_version=r.engine_version or None)
     return resolve(run, opts)
 

@@ -183,7 +183,9 @@ many requests at once: {len({r.row.run for r in res})} runs, {len({r.row.publish
 `roofline compare` predicts a `vllm bench serve` run: {held}. Nothing is fitted on these
 rows. One simulation per run, of the run's own request count, uncapped (a burst: all its
 requests; {ROUNDS_UNSTATED} per client where the
-count is not published); a median ITL is predicted as the median request's TPOT. Load level is
+count is not published), each request at the published lengths, or (lengths "uniform R", as
+the benchmark's random dataset drew them) at its own, drawn from [int(L x R), L] with a fixed
+seed; a median ITL is predicted as the median request's TPOT. Load level is
 the number of requests in flight (clients, or a burst's size); open-loop runs are "rate". Cells:
 median |error| / p90 |error| / median signed error (rows); signed < 0: the prediction is
 below the measurement (optimistic for a time, pessimistic for a rate). Scored in {lr.seconds:.1f} s

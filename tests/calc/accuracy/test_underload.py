@@ -45,7 +45,7 @@ def test_every_row_states_its_source_and_conditions():
         assert r["engine"] in KNOWN_ENGINES and r["engine_version"], r["id"]
         assert (r["metric"], r["statistic"]) in MEASURED, r["id"]
         assert float(r["value"]) > 0 and float(r["input_len"]) > 0 and float(r["output_len"]) > 0, r["id"]
-        assert r["lengths"] in ("fixed", "mean") and r["load"] in ("concurrency", "rate", "burst"), r["id"]
+        assert r["lengths"] in ("fixed", "mean", "uniform 0.8") and r["load"] in ("concurrency", "rate", "burst"), r["id"]
         assert int(r["tp"]) >= 1 and int(r["num_gpus"]) >= int(r["tp"]), r["id"]
     assert len({r["id"] for r in raw}) == len(raw)
     rows, skipped = load_rows()
@@ -95,6 +95,7 @@ def _write(tmp_path, **change):
     (dict(publisher=""), "publisher"), (dict(statistic="p42"), "metric"), (dict(metric="goodput"), "metric"),
     (dict(load="batch"), "load"), (dict(concurrency=""), "concurrency"), (dict(unit="ms"), "unit"),
     (dict(engine_args="max_num_seqs"), "engine_args"),
+    (dict(lengths="uniform 1.5"), "lengths"), (dict(lengths="uniform"), "lengths"), (dict(lengths="zipf"), "lengths"),
     (dict(second=dict(id="x2", metric="tpot_s", concurrency="16")), "concurrency"),
     (dict(second=dict(id="x2")), "metric"),  # the same statistic twice in one run
 ])
@@ -158,6 +159,22 @@ def test_a_run_becomes_the_scenario_compare_predicts():
     assert sc.measured == {"ttft_mean_s": 1.0, "output_tokens_per_s": 900.0}
     assert sc.run.num_requests == 1000  # the 1000 published
     assert sc.serving.gpu_memory_utilization == 0.5  # every engine argument reaches the scheduler
+
+
+def test_uniform_lengths_are_drawn_per_request_as_the_benchmark_draws_them():
+    """lengths "uniform 0.8" at L = 1024 (vLLM's and SGLang's --random-range-ratio 0.8): each of the
+    run's requests gets its own prompt and output length, integers in [int(0.8 x 1024), 1024] =
+    [819, 1024], mean (819 + 1024) / 2 = 921.5 (the published 0.9 x 1024 = 921.6 rounds the same);
+    the scenario carries them per request, not one constant (which would keep a closed loop's
+    clients in lockstep)."""
+    r = LoadRow(**{**_load("u", "P", conc=8, n=4000).__dict__, "prompt_len": 1024, "output_len": 1024,
+                   "range_ratio": 0.8})
+    sc = scenario([r], "vllm")
+    for lens in (sc.prompt_lens, sc.output_lens):
+        assert lens.size == 4000 and lens.min() >= 819 and lens.max() <= 1024
+        assert lens.mean() == pytest.approx(921.5, abs=3 * 59.5 / math.sqrt(4000))  # sd of U{819..1024}: 206 / sqrt(12)
+    assert not np.array_equal(sc.prompt_lens, sc.output_lens)  # drawn apart
+    assert np.array_equal(sc.prompt_lens, scenario([r], "vllm").prompt_lens)  # seeded: scoring repeats
 
 
 def test_a_runs_engine_arguments_are_read_under_the_engines_own_names():
