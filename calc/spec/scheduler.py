@@ -9,6 +9,9 @@ the engine (``gpu_memory_utilization`` for vLLM, ``mem_fraction_static`` for SGL
                             total   capacity x share - weights - workspace (vLLM, TGI)
                             static  capacity x share - weights; the workspace lives outside it (SGLang)
                             free    (capacity - weights - workspace) x share (TensorRT-LLM, LMDeploy)
+    kv_tokens               tokens the KV cache holds at most (None: what the memory share leaves); the
+                            engine keeps the smaller of the two (SGLang max_total_tokens, TensorRT-LLM
+                            kv_cache_config max_tokens)
     max_batched_tokens      token budget per step
     max_num_seqs            running sequences (None: bound by the KV pages alone)
     prefill                 mixed: prefill chunks share steps with every decode; prefill_first: a
@@ -51,6 +54,7 @@ class Serving(SpecModel):
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
     kv_share_of: Literal["total", "static", "free"] = "total"
     block_size: int = Field(default=16, ge=1, le=1 << 20)
+    kv_tokens: int | None = Field(default=None, ge=1, le=1 << 40)
     max_batched_tokens: int = Field(default=2048, ge=16, le=lim.MAX_TOKENS)
     max_num_seqs: int | None = Field(default=None, ge=1, le=lim.MAX_BATCH)
     watermark: float = Field(default=0.01, ge=0, lt=1)

@@ -220,6 +220,7 @@ def _sglang(rep, R, max_len, args, fields) -> Launch:
 # TensorRT-LLM arguments trtllm-serve takes as flags; the rest go to the options file, at their key
 _TRT_FLAGS = {"max_num_tokens", "max_batch_size", "kv_cache_free_gpu_memory_fraction"}
 _TRT_FILE = {"tokens_per_block": ("kv_cache_config", "tokens_per_block"),
+             "max_tokens_in_paged_kv_cache": ("kv_cache_config", "max_tokens"),
              "enable_chunked_prefill": (None, "enable_chunked_prefill"),
              "capacity_scheduler_policy": ("scheduler_config", "capacity_scheduler_policy"),
              "cuda_graph_max_batch_size": ("cuda_graph_config", "max_batch_size")}

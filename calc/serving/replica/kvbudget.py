@@ -47,6 +47,7 @@ class KVBudget:
     block_size: int
     engines: int = 1  # PP engines (micro-batches in flight) the pages are split between
     share_of: str = "total"  # what ``utilization`` is a share of: total, static or free memory
+    max_tokens: int | None = None  # the scheduler's kv_tokens: the engine keeps at most this many
 
     @property
     def usable_bytes(self) -> float:
@@ -73,8 +74,12 @@ class KVBudget:
 
     @property
     def pages(self) -> int:
-        """Pages of one engine (all of them when PP = 1)."""
-        return max(int(math.floor(self.kv_bytes / self.page_bytes)), 0) // self.engines
+        """Pages of one engine (all of them when PP = 1): what the share leaves, at most
+        ``max_tokens`` worth (whole pages) where the scheduler caps the cache."""
+        pages = max(int(math.floor(self.kv_bytes / self.page_bytes)), 0)
+        if self.max_tokens is not None:
+            pages = min(pages, self.max_tokens // self.block_size)
+        return pages // self.engines
 
     @property
     def fits(self) -> bool:
@@ -121,4 +126,4 @@ def kv_budget(model: ModelSpec, hw: HardwareSpec, dt: Dtypes, par: Parallel, ser
         weights += draft.weight_bytes
         per_token += draft.kv_bytes_per_token()
     return KVBudget(hw.memory_bytes, serving.gpu_memory_utilization, weights, workspace, per_token,
-                    serving.block_size, par.pp, serving.kv_share_of)
+                    serving.block_size, par.pp, serving.kv_share_of, serving.kv_tokens)

@@ -146,6 +146,25 @@ def test_kv_share_formulas():
     assert abs(full - 2 * half) <= 1
 
 
+def test_a_kv_token_cap_keeps_the_smaller_cache():
+    """kv_tokens (SGLang --max-total-tokens, TensorRT-LLM kv_cache_config max_tokens): the engine keeps
+    the smaller of the cap and what the share leaves. The share of 0.5 of total memory above leaves
+    12,639 pages of 16 tokens; a cap of 100,000 tokens is floor(100,000 / 16) = 6,250 pages; a cap of
+    10^9 tokens leaves the share's 12,639. SGLang's own name reaches the field."""
+    hw = load_hardware("h100-sxm")
+    par = Replica(MODEL, hw, 1, 1, DT, Serving()).par
+
+    def pages(cap):
+        return kv_budget(MODEL, hw, DT, par, Serving(gpu_memory_utilization=0.5, kv_tokens=cap)).pages
+
+    assert (pages(None), pages(100_000), pages(10**9)) == (12_639, 100_000 // 16, 12_639)
+    from calc.spec.engine import engines
+    from calc.spec.scheduler import resolve_serving
+
+    sv = resolve_serving(engines()["sglang"], hw.name, hw.memory_gb, engine_args={"max_total_tokens": 100_000})
+    assert sv.kv_tokens == 100_000
+
+
 def test_steps_past_the_graph_cap_pay_eager_launches():
     """vLLM's Llama kernel set: per layer 2 norms, 1 QKV GEMM, RoPE, 2 attention kernels, o_proj,
     gate_up, act_mul, down (10), x 32 layers, + embedding, final norm, lm_head, sampler = 324

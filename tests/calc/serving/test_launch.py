@@ -127,3 +127,18 @@ def test_plan_init_then_plan_out_holds_the_launch_commands(tmp_path):
     assert "How to launch it" in (out / "report.md").read_text() and "vllm serve" in r.output
     assert rec["answer"]["config"] == rec["chosen"]["config"]
     assert {h["hardware"] for h in rec["best_by_hardware"]} == {"h100-sxm", "h200"}
+
+
+def test_a_kv_token_cap_launches_under_each_engines_name():
+    """kv_tokens set (a workload's engine_args): SGLang's --max-total-tokens flag, TensorRT-LLM's
+    kv_cache_config max_tokens in the options file; unset, neither appears."""
+    from dataclasses import replace as dc_replace
+
+    s = _rep("sglang")
+    assert "--max-total-tokens" not in _flags(launch(s, 1, 4096))
+    s = dc_replace(s, serving=s.serving.model_copy(update={"kv_tokens": 200_000}))
+    assert _flags(launch(s, 1, 4096))["--max-total-tokens"] == "200000"
+    t = _rep("trtllm")
+    assert "max_tokens" not in launch(t, 1, 4096).options_file.get("kv_cache_config", {})
+    t = dc_replace(t, serving=t.serving.model_copy(update={"kv_tokens": 200_000}))
+    assert launch(t, 1, 4096).options_file["kv_cache_config"]["max_tokens"] == 200_000
