@@ -237,6 +237,7 @@ class Scheduler:
         if n_dec == 0 and not chunk:
             if closing:  # nothing running to decode (every prompt of the iteration was preempted)
                 self.quota = None
+                self.pending.clear()
             return
         dt, shares = self.timer.one(r_kv[:n_dec], chunk, past)
         self._tally(dt, *shares)
@@ -271,8 +272,7 @@ class Scheduler:
         if closing:
             ids = np.asarray(self.pending)
             ids = ids[np.isin(ids, self.r_id[:self.N]) & np.isnan(self.first[ids])]  # still running, not a recompute
-            fresh = ids
-            self.first[fresh] = self.clock
+            self.first[ids] = self.clock
             self.pending.clear()
             self.quota = None
         elif batched and self.n_prefill == 0 and self.quota is not None and not (self.quota and self.can_admit()):
