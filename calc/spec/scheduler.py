@@ -33,7 +33,8 @@ the engine (``gpu_memory_utilization`` for vLLM, ``mem_fraction_static`` for SGL
                             kernel eagerly (the simulator's steps, and `estimate`'s prefill)
 
 Resolution (``resolve_serving``): these defaults < the preset's ``scheduler`` < its ``by_memory``
-rules for the GPU < its ``by_version`` rules for the engine's version (where one is known) < the workload's ``serving:`` keys that are set < ``engine_args``.
+rules for the GPU < its ``by_version`` rules for the engine's version (where one is known) < the
+workload's ``serving:`` keys that are set < ``engine_args``.
 """
 
 from __future__ import annotations
