@@ -65,7 +65,7 @@ def write_bands_file(run: BandRun, path: Path) -> Path:
               f"and log(predicted / measured time) at the {QUANTILES[0]:g} and {QUANTILES[1]:g} quantiles "
               "(type 6, numpy method='weibull', each publisher's rows weighing 1 in all).\n"
               f"A group is kept with >= {MIN_ROWS} rows from >= {MIN_SOURCES} publishers; a lookup falls back from "
-              "family/arch/load/engine/precision/gpu to broader groups, then all,\n"
+              "family/load/arch/engine/precision/gpu to broader groups, then all,\n"
               "and widens the band's log half-width by widen_groups[its group], else widen[family/load level] "
               "(calibrated on rows held out by publisher; 'all' for any other key).")
     return atomic_write(path, bands_yaml(run.table, header), "--bands-out")

@@ -3,7 +3,7 @@
 The residuals are those of the leave-one-source-out scoring (calc.accuracy.fit.loso): each
 row predicted with parameters fitted without its publisher. ``build`` turns residuals into
 a calc.spec.bands.BandTable: for every group of every residual's regime (calc.spec.bands,
-"all" to family/arch/load/engine/precision/gpu), the QUANTILES of the group's residuals, each
+"all" to family/load/arch/engine/precision/gpu), the QUANTILES of the group's residuals, each
 source's rows weighing 1 in all, kept when the group has at least MIN_ROWS of them (and, for
 the published bands, MIN_SOURCES publishers); with ``calibrate``, the factors that widen the
 bands to cover COVERAGE of rows held out by source (``widening``).

@@ -13,9 +13,9 @@ between x * exp(r10) and x * exp(r90).
 
 Bands are grouped by regime, from the broadest group to the most specific:
 
-    all > family > family/load > family/load/engine > .../precision > .../gpu
+    all > family > family/load > family/load/arch > .../engine > .../precision > .../gpu
 
-(family: ttft, decode, e2e, throughput; load: LOAD_LEVELS; engine: the preset's name;
+(family: ttft, decode, e2e, throughput; load: LOAD_LEVELS; arch: dense or moe; engine: the preset's name;
 precision: precision_class; gpu: GPU_FAMILY). A group is stored only when it rests on at
 least MIN_ROWS residuals (the published bands: from at least MIN_SOURCES publishers); a
 lookup takes the most specific stored group of the regime, so a regime with too few rows
@@ -46,7 +46,10 @@ MIN_ROWS = 20  # residuals a group needs to be stored: each 10% tail then rests 
 # Publishers the published bands' groups need: a band is for a source not yet seen, and one
 # publisher's rows share its setup (a band from them alone is as narrow as that setup's scatter).
 MIN_SOURCES = 3
-KEYS = ("family", "arch", "load", "engine", "precision", "gpu")  # the regime, broadest key first
+# The regime, broadest key first. The load level comes next to the family: a prediction under a
+# queue errs by the queue model's error on top of the pass model's, so a per-pass band falls back
+# to other per-pass rows before it takes in rows of its architecture under load.
+KEYS = ("family", "load", "arch", "engine", "precision", "gpu")
 FAMILIES = ("ttft", "decode", "e2e", "throughput")
 # Load levels: a fixed batch with no queue (one pass after another, as `estimate` models),
 # requests in flight (client concurrency, or the mean in flight of an open loop), and

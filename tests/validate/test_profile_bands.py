@@ -33,10 +33,10 @@ def test_bands_from_held_out_points_by_hand():
     res = residuals(_rows(), hw)
     assert len(res) == 30 and [r.log_ratio for r in res[:3]] == pytest.approx([0.0, 0.01, 0.02])
     table, cov = profile_bands(_rows(), hw)
-    # 30 points in one regime: decode/dense/pass/<engine>/fp32/other holds all 30 (>= 20); type 6 quantiles
+    # 30 points in one regime: decode/pass/dense/<engine>/fp32/other holds all 30 (>= 20); type 6 quantiles
     # at 31 x 0.1 = 3.1 -> 0.02 + 0.1 x 0.01 and 31 x 0.9 = 27.9 -> 0.26 + 0.9 x 0.01
     engine = hw.preset.name if hw.preset is not None else "default"
-    band = table.groups[f"decode/dense/pass/{engine}/fp32/other"]
+    band = table.groups[f"decode/pass/dense/{engine}/fp32/other"]
     assert (band.rows, band.sources) == (30, 3)
     assert (band.log_lo, band.log_hi) == (pytest.approx(0.021), pytest.approx(0.269))
     # leave one model out: each model's 10 points against the other two models' 20 (type 6 at 21 x 0.1 = 2.1 and
@@ -55,7 +55,7 @@ def test_estimate_with_the_profile_uses_its_own_bands(tmp_path):
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert "held-out validation" in d["band"]["source"]
-    assert d["band"]["by_prediction"]["tpot_s"]["group"].startswith("decode/dense/pass")
+    assert d["band"]["by_prediction"]["tpot_s"]["group"].startswith("decode/pass/dense")
     # TTFT: no prefill points, so the broadest group, all 30 decode points
     assert d["band"]["by_prediction"]["ttft_s"] == {"group": "all", "rows": 30}
     # The band [0.021, 0.269] (centre 0.145, half 0.124) is widened by the factor that covers 80% of points held

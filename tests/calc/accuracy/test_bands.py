@@ -34,7 +34,7 @@ def test_ten_residuals_type6_quantiles_by_hand():
     assert quantile(x, 0.1) == pytest.approx(0.1 + 0.1 * 0.1)
     assert quantile(x, 0.9) == pytest.approx(0.9 + 0.9 * 0.1)
     table = build([_res(v, rid=str(i)) for i, v in enumerate(x)], min_rows=10)
-    band = table.groups["decode/dense/pass/trtllm/fp8/hopper"]
+    band = table.groups["decode/pass/dense/trtllm/fp8/hopper"]
     assert (band.rows, band.log_lo, band.log_hi) == (10, pytest.approx(0.11), pytest.approx(0.99))
     # a time prediction of 2 s: measured = predicted / e^r, so between 2 e^-0.99 and 2 e^-0.11
     lo, hi = band.interval(2.0, rate=False)
@@ -62,19 +62,34 @@ def test_fallback_to_the_broader_group_names_group_and_rows():
     vllm = Regime("decode", "pass", "vllm", "fp8", "hopper", "dense")
     res = [_res(k / 100, rid=f"t{k}") for k in range(20)] + [_res(0.5, regime=vllm, rid=f"v{k}") for k in range(5)]
     table = build(res, min_rows=20)
-    assert "decode/dense/pass/vllm" not in table.groups  # 5 rows < 20
+    assert "decode/pass/dense/vllm" not in table.groups  # 5 rows < 20
     found = table.lookup(vllm)
-    assert found.group == "decode/dense/pass" and found.band.rows == 25  # the 20 trtllm rows and the 5 vllm ones
-    assert table.lookup(DECODE).group == "decode/dense/pass/trtllm/fp8/hopper"
+    assert found.group == "decode/pass/dense" and found.band.rows == 25  # the 20 trtllm rows and the 5 vllm ones
+    assert table.lookup(DECODE).group == "decode/pass/dense/trtllm/fp8/hopper"
     assert table.lookup(DECODE).band.rows == 20
     ttft = Regime("ttft", "pass", "vllm", "fp8", "hopper", "dense")
     assert table.lookup(ttft).group == "all"  # no TTFT rows at all: the broadest group
     assert build(res[:5], min_rows=20).lookup(DECODE) is None  # not even "all" has 20 rows
 
 
+def test_a_per_pass_band_falls_back_to_per_pass_rows_before_rows_under_load():
+    # 20 per-pass decode rows of a MoE model at 0.00..0.19, and 30 decode rows of dense models
+    # under high load at 1.0. A per-pass dense regime has no group of its own: it falls back to
+    # decode/pass, the 20 per-pass rows (type 6: the 10% point at position 2.1, 0.01 + 0.1 x 0.01 =
+    # 0.011; the 90% point at 18.9, 0.17 + 0.9 x 0.01 = 0.179), not to the dense rows under load
+    # (decode/dense, in the order before: all 30 at 1.0).
+    moe = Regime("decode", "pass", "vllm", "fp8", "hopper", "moe")
+    high = Regime("decode", "high", "vllm", "fp8", "hopper", "dense")
+    res = [_res(k / 100, regime=moe, rid=f"p{k}") for k in range(20)] + \
+        [_res(1.0, regime=high, rid=f"h{k}") for k in range(30)]
+    found = build(res, min_rows=20).lookup(DECODE)
+    assert found.group == "decode/pass" and found.band.rows == 20
+    assert (found.band.log_lo, found.band.log_hi) == (pytest.approx(0.011), pytest.approx(0.179))
+
+
 def test_groups_run_from_specific_to_all():
-    assert DECODE.groups() == ["decode/dense/pass/trtllm/fp8/hopper", "decode/dense/pass/trtllm/fp8",
-                               "decode/dense/pass/trtllm", "decode/dense/pass", "decode/dense", "decode", "all"]
+    assert DECODE.groups() == ["decode/pass/dense/trtllm/fp8/hopper", "decode/pass/dense/trtllm/fp8",
+                               "decode/pass/dense/trtllm", "decode/pass/dense", "decode/pass", "decode", "all"]
 
 
 def test_coverage_is_measured_on_rows_held_out_of_the_band():
@@ -148,7 +163,7 @@ def test_each_source_weighs_one_in_a_band():
 
 def test_a_group_needs_its_sources():
     res = [_res(k / 100, "A", rid=f"a{k}") for k in range(20)] + [_res(k / 100, "B", rid=f"b{k}") for k in range(20)]
-    assert "decode/dense/pass/trtllm/fp8/hopper" in build(res, min_rows=20, min_sources=2).groups
+    assert "decode/pass/dense/trtllm/fp8/hopper" in build(res, min_rows=20, min_sources=2).groups
     assert build(res, min_rows=20, min_sources=3).groups == {}  # two publishers only
 
 
@@ -171,7 +186,7 @@ def test_each_group_takes_its_own_calibrated_factor_by_hand():
     res = [_res(o + k / 100, f"S{s}", regime=g, rid=f"{g.arch}{s}-{k}")
            for g, offs in offsets.items() for s, o in enumerate(offs) for k in range(1, 21)]
     table = build(res, min_rows=20, min_sources=2, calibrate=True)
-    dense, spread = "decode/dense/pass/trtllm/fp8/hopper", "decode/moe/pass/trtllm/fp8/hopper"
+    dense, spread = "decode/pass/dense/trtllm/fp8/hopper", "decode/pass/moe/trtllm/fp8/hopper"
     assert table.widen_groups[dense] == pytest.approx(weighted_quantile(needs(DECODE), [1] * 60, 0.8))
     assert table.widen_groups[spread] == pytest.approx(weighted_quantile(needs(moe), [1] * 60, 0.8))
     assert table.widen["decode/pass"] == pytest.approx(weighted_quantile(needs(DECODE) + needs(moe), [1] * 120, 0.8))
@@ -198,7 +213,7 @@ def test_widening_is_calibrated_on_held_out_sources_by_hand():
     expected = weighted_quantile(needs, [1] * 60, 0.8)
     assert table.widen["decode/pass"] == pytest.approx(expected) and table.widen["all"] == pytest.approx(expected)
     # The lookup widens about the centre; the stored band stays as built.
-    stored, found = table.groups["decode/dense/pass/trtllm/fp8/hopper"], table.lookup(DECODE).band
+    stored, found = table.groups["decode/pass/dense/trtllm/fp8/hopper"], table.lookup(DECODE).band
     mid, half = (stored.log_lo + stored.log_hi) / 2, (stored.log_hi - stored.log_lo) / 2
     assert (found.log_lo, found.log_hi) == (pytest.approx(mid - expected * half), pytest.approx(mid + expected * half))
     # Held out, every source meets bands widened from the other two alone: source 0's widening comes from 1 and 2.
