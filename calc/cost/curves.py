@@ -11,7 +11,9 @@ are of the data-sheet peak and bandwidth (each <= 1), so no time beats the pure 
              Weight-only GEMMs (int8/int4/fp4 weights, 16-bit activations): the compute
              dtype's curve with the preset's weight-only kernel's compute and memory fractions
              multiplying c and m, its M half for M_half, its fixed time added per kernel
-             (calc.spec.engine.WeightOnlyKernel)
+             (calc.spec.engine.WeightOnlyKernel). Routed experts under an older fused-MoE kernel
+             family (calc.spec.engine.MoeKernel, the run's Serving.moe_kernel): its compute and
+             memory fractions multiplying c and m, its fixed time added per kernel
   attention  prefill (T > 1 queries per sequence):
                compute = FLOPs / (peak16 * c * f(T)), memory = bytes / (bandwidth * m), fixed
              decode (one query per sequence):
@@ -30,11 +32,9 @@ import numpy as np
 
 from calc.core.units import MICRO
 from calc.cost.dtypes import Dtypes
-from calc.cost.efficiency import Efficiency
+from calc.cost.efficiency import ROUTED_EXPERTS, Efficiency
 from calc.cost.opcost import OpCost
 from calc.spec.hardware import HardwareSpec
-
-ROUTED_EXPERTS = "moe.experts"  # calc.cost.operators.moe_ops' grouped expert GEMMs
 
 
 def saturation(x, half) -> np.ndarray:
@@ -61,6 +61,9 @@ def curve_terms(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, kerne
         if g is None:
             return None
         rc, rm, extra_us = (wo.compute, wo.memory, wo.fixed_us) if wo is not None else (1.0, 1.0, 0.0)
+        mk = eff.moe_kernel_for(op, dt)
+        if mk is not None:  # an older fused-MoE kernel family: its fractions of the grouped GEMM's
+            rc, rm, extra_us = rc * mk.compute, rm * mk.memory, extra_us + mk.fixed_us
         f = saturation(op.rows, g.m_half if wo is None else wo.m_half)
         if op.name != ROUTED_EXPERTS:  # a grouped GEMM's N and K tiles span its experts
             f = f * saturation(op.out_features, g.n_half) * saturation(op.in_features, g.k_half)

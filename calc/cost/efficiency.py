@@ -13,11 +13,13 @@ from dataclasses import dataclass, replace
 
 from calc.core.errors import SpecError
 from calc.core.units import MB, MICRO
-from calc.spec.engine import EngineSpec, WeightOnlyKernel
+from calc.spec.engine import EngineSpec, MoeKernel, WeightOnlyKernel
 from calc.spec.hardware import HardwareSpec
 from calc.spec.kernel_tables import KernelSet
 from calc.spec.kernels import KernelCurves
 from calc.spec.model import ModelSpec
+
+ROUTED_EXPERTS = "moe.experts"  # calc.cost.operators.moe_ops' grouped expert GEMMs
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,19 @@ class Efficiency:
     # the preset's weight-only GEMMs, (weight dtype, kernel) pairs: what dequantising costs
     weight_only: tuple[tuple[str, WeightOnlyKernel], ...] = ()
 
+    # the preset's fused-MoE kernel families, (name, kernel) pairs, and the one the run's scheduler
+    # names (Serving.moe_kernel: an older build's routed-expert kernel; None: the chip's grouped GEMM)
+    moe_kernels: tuple[tuple[str, MoeKernel], ...] = ()
+    moe_kernel: MoeKernel | None = None
+
+    def moe_kernel_for(self, op, dt) -> MoeKernel | None:
+        """The routed experts' kernel family for an operator of a pass (None: not the routed
+        experts, no family named, or one for another compute dtype)."""
+        k = self.moe_kernel
+        if k is None or op.name != ROUTED_EXPERTS or k.compute_dtype != dt.compute:
+            return None
+        return k
+
     def weight_only_for(self, dt) -> WeightOnlyKernel | None:
         """The engine's weight-only kernel for a pass's dtypes (None: not weight-only, or no
         measured kernel for that weight dtype: dequantising is then free)."""
@@ -124,6 +139,8 @@ class Efficiency:
             kernel_counts=tuple(preset.kernels.items()), custom_allreduce=preset.custom_allreduce,
             weight_only=tuple(preset.weight_only.items()), gemv_max_rows=preset.gemv_max_rows,
             fp16_accumulate=preset.fp16_accumulate, prefill_launch_s=preset.scheduler.prefill_launch_us * MICRO,
+            moe_kernels=tuple(preset.moe_kernels.items()),
+            moe_kernel=preset.moe_kernels.get(preset.scheduler.moe_kernel) if preset.scheduler.moe_kernel else None,
         )
 
     def with_serving(self, serving) -> Efficiency:
@@ -131,7 +148,12 @@ class Efficiency:
         may change whether prefill passes replay graphs): its prefill launch cost (ideal: none)."""
         if self.engine is None or self.engine == "ideal":
             return self
-        return replace(self, prefill_launch_s=serving.prefill_launch_us * MICRO)
+        kernels = dict(self.moe_kernels)
+        if serving.moe_kernel is not None and serving.moe_kernel not in kernels:
+            raise SpecError("moe_kernel", None, f"{serving.moe_kernel!r} is not one of {self.engine}'s moe_kernels "
+                                                f"({', '.join(sorted(kernels)) or 'none'})")
+        return replace(self, prefill_launch_s=serving.prefill_launch_us * MICRO,
+                       moe_kernel=kernels.get(serving.moe_kernel) if serving.moe_kernel else None)
 
     def with_step_overhead(self, seconds: float) -> Efficiency:
         """These efficiencies with another per-pass overhead (every dtype's): a draft pass run

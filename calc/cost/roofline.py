@@ -17,7 +17,8 @@ launch cost. ``kernels`` is the engine's kernel set's count for the operator. We
 (int8/int4/fp4 weights, 16-bit activations) under a preset with a measured weight-only kernel
 (EngineSpec.weight_only) take its compute and memory fractions times the 16-bit ones, its
 fixed time per kernel and its dequantising kernel's traffic (run before the GEMM), on curves and on the efficiency model
-alike; under a preset with matrix-vector kernels (EngineSpec.gemv_max_rows), matmuls of that
+alike; routed experts under an older fused-MoE kernel family (EngineSpec.moe_kernels, named by the
+run's Serving.moe_kernel) take its compute and memory fractions and fixed time the same way; under a preset with matrix-vector kernels (EngineSpec.gemv_max_rows), matmuls of that
 few rows stream their weights as stored, with no small-M tile penalty and no weight-only kernel.
 
 An operator's bound is whichever of its two terms won; a pass's is where its time goes (the
@@ -134,6 +135,9 @@ def _gemm_terms(op: OpCost, dt: Dtypes, eff: Efficiency):
     if wo is not None:
         rc, rm, extra_s = wo.compute, wo.memory, wo.fixed_us * MICRO
         extra_bytes = wo.dequant_bytes * op.weight_bytes / dt.weight_bytes_per_param()
+    mk = eff.moe_kernel_for(op, dt)
+    if mk is not None:  # an older fused-MoE kernel family for the routed experts
+        rc, rm, extra_s = rc * mk.compute, rm * mk.memory, extra_s + mk.fixed_us * MICRO
     tile = 1.0 + eff.gemm_m_half / np.maximum(op.rows, 1e-9) if eff.gemm_m_half else 1.0
     if not eff.gemv_max_rows:
         return rc, rm, extra_s, extra_bytes, tile

@@ -42,6 +42,25 @@ class WeightOnlyKernel(SpecModel):
     dequant_bytes: float = Field(default=0.0, ge=0)
 
 
+class MoeKernel(SpecModel):
+    """A fused-MoE kernel family an engine ran for its routed experts (an older build's, chosen by
+    ``Serving.moe_kernel``, e.g. through the preset's by_version rules), relative to the chip's own
+    grouped GEMM at ``compute_dtype``: compute and memory fractions times these, plus ``fixed_us``
+    per kernel launched. Fitted to the kernel's published timings (reports/kernels/fit_moe_triton.py);
+    other compute dtypes keep the chip's grouped GEMM."""
+
+    kernel: str = Field(min_length=1)
+    compute_dtype: str = Field(min_length=1)
+    compute: float = Field(gt=0, le=1)
+    memory: float = Field(gt=0, le=1)
+    fixed_us: float = Field(ge=0)
+
+    @field_validator("compute_dtype")
+    @classmethod
+    def _dtype(cls, v: str) -> str:
+        return canonical_dtype(v)
+
+
 class EngineSpec(SpecModel):
     """One engine's preset. Scales multiply the profile's efficiencies; the rest replace them."""
 
@@ -96,6 +115,9 @@ class EngineSpec(SpecModel):
     # Weight-only GEMMs by weight dtype (int8, int4, fp4); a dtype not listed dequantises for free
     # (the weights' bytes shrink and nothing else changes: no measured kernel for this engine).
     weight_only: dict[str, WeightOnlyKernel] = Field(default_factory=dict)
+    # Fused-MoE kernel families by name, for the routed experts of runs whose scheduler names one
+    # (Serving.moe_kernel, set by a by_version rule or a workload): the engine's older kernels.
+    moe_kernels: dict[str, MoeKernel] = Field(default_factory=dict)
 
     @field_validator("engine_args", mode="before")
     @classmethod
@@ -112,6 +134,11 @@ class EngineSpec(SpecModel):
             raise ValueError(f"not scheduler fields: {', '.join(bad)} (fields: {', '.join(sorted(fields))})")
         for r in [*self.by_memory, *self.by_version]:
             Serving.model_validate(r.set)
+        named = [self.scheduler.moe_kernel, *(r.set.get("moe_kernel") for r in [*self.by_memory, *self.by_version])]
+        unknown = sorted({k for k in named if k is not None and k not in self.moe_kernels})
+        if unknown:
+            raise ValueError(f"moe_kernel {', '.join(unknown)} is not one of moe_kernels "
+                             f"({', '.join(sorted(self.moe_kernels)) or 'none'})")
         return self
 
     @field_validator("weight_only")

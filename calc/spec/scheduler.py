@@ -31,6 +31,8 @@ the engine (``gpu_memory_utilization`` for vLLM, ``mem_fraction_static`` for SGL
                             by token count); false: graphs hold decode-only steps (TensorRT-LLM,
                             SGLang, LMDeploy, TGI), so a step or pass with prefill launches every
                             kernel eagerly (the simulator's steps, and `estimate`'s prefill)
+    moe_kernel              the routed experts' kernel family the run had, a name from the preset's
+                            moe_kernels (older builds, by version); None: the chip's grouped GEMM
 
 Resolution (``resolve_serving``): these defaults < the preset's ``scheduler`` < its ``by_memory``
 rules for the GPU < its ``by_version`` rules for the engine's version (where one is known) < the
@@ -65,6 +67,7 @@ class Serving(SpecModel):
     graph_max_batch: int | None = Field(default=None, ge=0, le=lim.MAX_TOKENS)
     eager_launch_us: float = Field(default=0.0, ge=0, le=lim.MAX_OVERHEAD_US)
     graph_prefill: bool = True
+    moe_kernel: str | None = Field(default=None, min_length=1, max_length=80)
 
     @property
     def prefill_launch_us(self) -> float:
@@ -220,9 +223,14 @@ def resolve_serving(preset, hw_name: str = "", memory_gb: float = 0.0, block: Se
             raise SpecError(where, prefix, "engine arguments need an engine: name one (engine: vllm, ...)")
         values.update(map_engine_args(preset.name, preset.engine_args, engine_args, where, prefix, others))
     try:
-        return Serving.model_validate(values)
+        out = Serving.model_validate(values)
     except ValidationError as exc:
         raise SpecError.from_validation(where, exc) from None
+    known = preset.moe_kernels if preset is not None else {}
+    if out.moe_kernel is not None and out.moe_kernel not in known:
+        raise SpecError(where, "moe_kernel", f"{out.moe_kernel!r} is not one of the engine's moe_kernels "
+                                             f"({', '.join(sorted(known)) or 'none'}){suggest(out.moe_kernel, known)}")
+    return out
 
 
 def engine_args_of(preset, serving: Serving, max_num_seqs: int | None = None) -> dict[str, Any]:
