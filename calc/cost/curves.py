@@ -13,7 +13,7 @@ are of the data-sheet peak and bandwidth (each <= 1), so no time beats the pure 
              multiplying c and m, its M half for M_half, its fixed time added per kernel
              (calc.spec.engine.WeightOnlyKernel). Routed experts under an older fused-MoE kernel
              family (calc.spec.engine.MoeKernel, the run's Serving.moe_kernel): its compute and
-             memory fractions multiplying c and m, its fixed time added per kernel
+             memory fractions multiplying c and m, its M half for M_half, its fixed time added per kernel
   attention  prefill (T > 1 queries per sequence):
                compute = FLOPs / (peak16 * c * f(T)), memory = bytes / (bandwidth * m), fixed
              decode (one query per sequence):
@@ -61,10 +61,11 @@ def curve_terms(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, kerne
         if g is None:
             return None
         rc, rm, extra_us = (wo.compute, wo.memory, wo.fixed_us) if wo is not None else (1.0, 1.0, 0.0)
+        m_half = g.m_half if wo is None else wo.m_half
         mk = eff.moe_kernel_for(op, dt)
-        if mk is not None:  # an older fused-MoE kernel family: its fractions of the grouped GEMM's
-            rc, rm, extra_us = rc * mk.compute, rm * mk.memory, extra_us + mk.fixed_us
-        f = saturation(op.rows, g.m_half if wo is None else wo.m_half)
+        if mk is not None:  # an older fused-MoE kernel family: its fractions of the grouped GEMM's, its own M ramp
+            rc, rm, extra_us, m_half = rc * mk.compute, rm * mk.memory, extra_us + mk.fixed_us, mk.m_half
+        f = saturation(op.rows, m_half)
         if op.name != ROUTED_EXPERTS:  # a grouped GEMM's N and K tiles span its experts
             f = f * saturation(op.out_features, g.n_half) * saturation(op.in_features, g.k_half)
         compute = op.flops / (peak * g.compute * rc * eff.compute_scale * np.maximum(f, 1e-12))

@@ -18,7 +18,7 @@ launch cost. ``kernels`` is the engine's kernel set's count for the operator. We
 (EngineSpec.weight_only) take its compute and memory fractions times the 16-bit ones, its
 fixed time per kernel and its dequantising kernel's traffic (run before the GEMM), on curves and on the efficiency model
 alike; routed experts under an older fused-MoE kernel family (EngineSpec.moe_kernels, named by the
-run's Serving.moe_kernel) take its compute and memory fractions and fixed time the same way; under a preset with matrix-vector kernels (EngineSpec.gemv_max_rows), matmuls of that
+run's Serving.moe_kernel) take its compute and memory fractions, M half and fixed time the same way; under a preset with matrix-vector kernels (EngineSpec.gemv_max_rows), matmuls of that
 few rows stream their weights as stored, with no small-M tile penalty and no weight-only kernel.
 
 An operator's bound is whichever of its two terms won; a pass's is where its time goes (the
@@ -135,10 +135,11 @@ def _gemm_terms(op: OpCost, dt: Dtypes, eff: Efficiency):
     if wo is not None:
         rc, rm, extra_s = wo.compute, wo.memory, wo.fixed_us * MICRO
         extra_bytes = wo.dequant_bytes * op.weight_bytes / dt.weight_bytes_per_param()
+    m_half = eff.gemm_m_half
     mk = eff.moe_kernel_for(op, dt)
-    if mk is not None:  # an older fused-MoE kernel family for the routed experts
-        rc, rm, extra_s = rc * mk.compute, rm * mk.memory, extra_s + mk.fixed_us * MICRO
-    tile = 1.0 + eff.gemm_m_half / np.maximum(op.rows, 1e-9) if eff.gemm_m_half else 1.0
+    if mk is not None:  # an older fused-MoE kernel family for the routed experts, with its own M ramp
+        rc, rm, extra_s, m_half = rc * mk.compute, rm * mk.memory, extra_s + mk.fixed_us * MICRO, mk.m_half
+    tile = 1.0 + m_half / np.maximum(op.rows, 1e-9) if m_half else 1.0
     if not eff.gemv_max_rows:
         return rc, rm, extra_s, extra_bytes, tile
     gemm = np.asarray(op.rows) > eff.gemv_max_rows

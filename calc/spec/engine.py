@@ -45,14 +45,16 @@ class WeightOnlyKernel(SpecModel):
 class MoeKernel(SpecModel):
     """A fused-MoE kernel family an engine ran for its routed experts (an older build's, chosen by
     ``Serving.moe_kernel``, e.g. through the preset's by_version rules), relative to the chip's own
-    grouped GEMM at ``compute_dtype``: compute and memory fractions times these, plus ``fixed_us``
-    per kernel launched. Fitted to the kernel's published timings (reports/kernels/fit_moe_triton.py);
+    grouped GEMM at ``compute_dtype``: compute and memory fractions times these, its own M half
+    (tokens per expert) in place of the curve's (on the efficiency model, the preset's gemm_m_half),
+    plus ``fixed_us`` per kernel launched. Fitted to the kernel's published timings (reports/kernels/fit_moe_triton.py);
     other compute dtypes keep the chip's grouped GEMM."""
 
     kernel: str = Field(min_length=1)
     compute_dtype: str = Field(min_length=1)
     compute: float = Field(gt=0, le=1)
     memory: float = Field(gt=0, le=1)
+    m_half: float = Field(ge=0)
     fixed_us: float = Field(ge=0)
 
     @field_validator("compute_dtype")
