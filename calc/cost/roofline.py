@@ -18,7 +18,8 @@ launch cost. ``kernels`` is the engine's kernel set's count for the operator. We
 (EngineSpec.weight_only) take its compute and memory fractions times the 16-bit ones, its
 fixed time per kernel and its dequantising kernel's traffic (run before the GEMM), on curves and on the efficiency model
 alike; routed experts under an older fused-MoE kernel family (EngineSpec.moe_kernels, named by the
-run's Serving.moe_kernel) take its compute and memory fractions, M half and fixed time the same way; under a preset with matrix-vector kernels (EngineSpec.gemv_max_rows), matmuls of that
+run's Serving.moe_kernel) take its compute and memory fractions, M half and fixed time the same
+way; under a preset with matrix-vector kernels (EngineSpec.gemv_max_rows), matmuls of that
 few rows stream their weights as stored, with no small-M tile penalty and no weight-only kernel.
 
 An operator's bound is whichever of its two terms won; a pass's is where its time goes (the

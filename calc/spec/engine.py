@@ -47,8 +47,8 @@ class MoeKernel(SpecModel):
     ``Serving.moe_kernel``, e.g. through the preset's by_version rules), relative to the chip's own
     grouped GEMM at ``compute_dtype``: compute and memory fractions times these, its own M half
     (tokens per expert) in place of the curve's (on the efficiency model, the preset's gemm_m_half),
-    plus ``fixed_us`` per kernel launched. Fitted to the kernel's published timings (reports/kernels/fit_moe_triton.py);
-    other compute dtypes keep the chip's grouped GEMM."""
+    plus ``fixed_us`` per kernel launched. Fitted to the kernel's published timings
+    (reports/kernels/fit_moe_triton.py); other compute dtypes keep the chip's grouped GEMM."""
 
     kernel: str = Field(min_length=1)
     compute_dtype: str = Field(min_length=1)
