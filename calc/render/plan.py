@@ -244,7 +244,7 @@ def _engine_text(name: str, s) -> str:
     graphs = ("" if s.graph_max_batch is None else
               f", CUDA graphs up to {s.graph_max_batch:,} tokens per step (eager launches beyond)")
     return (f"{name}: continuous batching, KV pages of {s.block_size} tokens, {s.gpu_memory_utilization:g} {share}, "
-            f"{_POLICY[s.prefill]}, {'chunked' if s.chunked_prefill else 'whole'} prompts within "
+            f"{_POLICY[s.policy]}, {'chunked' if s.chunked_prefill else 'whole'} prompts within "
             f"{s.max_batched_tokens:,} tokens per step, "
             f"{'preemption by recompute' if s.preemption == 'recompute' else 'KV reserved to completion'}"
             f"{graphs}, watermark {s.watermark:g}")

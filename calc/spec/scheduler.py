@@ -22,6 +22,8 @@ the engine (``gpu_memory_utilization`` for vLLM, ``mem_fraction_static`` for SGL
                             (TurboMind before v0.1.0)
     chunked_prefill         a prompt may be split over steps (else it runs whole; one longer than
                             the budget runs alone, in budget-sized pieces)
+    unchunked_prefill       the prefill policy when chunked_prefill is false (None: prefill's): vLLM's
+                            V0 engine (before 0.8.0) runs whole prompts prefill-first, V1 mixes them
     preemption              recompute: the newest running request is evicted when pages run out and
                             recomputes later; none: a request is admitted only when pages for its
                             whole final context are free (reserved), so nothing is evicted
@@ -63,11 +65,18 @@ class Serving(SpecModel):
     watermark: float = Field(default=0.01, ge=0, lt=1)
     prefill: Literal["mixed", "prefill_first", "one_at_a_time", "batched"] = "mixed"
     chunked_prefill: bool = True
+    unchunked_prefill: Literal["mixed", "prefill_first", "one_at_a_time", "batched"] | None = None
     preemption: Literal["recompute", "none"] = "recompute"
     graph_max_batch: int | None = Field(default=None, ge=0, le=lim.MAX_TOKENS)
     eager_launch_us: float = Field(default=0.0, ge=0, le=lim.MAX_OVERHEAD_US)
     graph_prefill: bool = True
     moe_kernel: str | None = Field(default=None, min_length=1, max_length=80)
+
+    @property
+    def policy(self) -> str:
+        """The prefill policy the steps follow: ``unchunked_prefill`` for whole prompts where it is
+        set, else ``prefill``."""
+        return self.unchunked_prefill if not self.chunked_prefill and self.unchunked_prefill else self.prefill
 
     @property
     def prefill_launch_us(self) -> float:

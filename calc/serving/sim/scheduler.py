@@ -47,7 +47,7 @@ class Scheduler:
         self.wm = int(math.ceil(sv.watermark * self.total_pages))
         self.budget = max(sv.max_batched_tokens, rep.max_batch)
         # the engine's scheduler (calc.spec.scheduler): prefill policy, chunking, preemption, graph cap
-        self.policy, self.chunked, self.reserve = sv.prefill, sv.chunked_prefill, sv.preemption == "none"
+        self.policy, self.chunked, self.reserve = sv.policy, sv.chunked_prefill, sv.preemption == "none"
         self.eager = sv.eager  # whether a step pays eager launches outside the CUDA graphs
         self.eager_s = rep.eager_step_s
         self.mb = mb = rep.max_batch

@@ -103,6 +103,25 @@ def test_prefill_first_pauses_decodes():
     assert pf.finish_s[0] > pf.first_token_s[1] and mx.finish_s[0] < pf.finish_s[0]
 
 
+def test_whole_prompts_run_prefill_first_where_the_engine_says_so():
+    """unchunked_prefill: the policy for whole prompts (vLLM V0 before 0.8.0: prefill-first; V1 mixes
+    them). A burst of two 64-token prompts, outputs 4 and 2, budget 100: step 1 prefills request 0
+    (request 1 does not fit beside it). Under V0, step 2 prefills request 1 alone (request 0's
+    decode waits) and its first token comes at 2 x t(prefill 64); then 3 decode steps finish
+    request 0: 5 steps. Mixed, step 2 carries request 0's decode and request 1's prompt: 4 steps."""
+    T, G = np.array([64, 64]), np.array([4, 2])
+    base = dict(prefill="mixed", chunked_prefill=False, max_batched_tokens=100)
+    v0 = _rep(Serving(**base, unchunked_prefill="prefill_first"), mb=2)
+    s0 = simulate(v0, T, G, burst=True)
+    s1 = simulate(_rep(Serving(**base), mb=2), T, G, burst=True)
+    assert (s0.steps, s1.steps) == (5, 4)
+    assert float(s0.first_token_s[1]) == pytest.approx(2 * _prefill_s(v0, 64), rel=0.01)
+    # chunked prompts keep the prefill policy itself: the same burst chunked is mixed either way
+    chunked = dict(base, chunked_prefill=True)
+    assert Serving(**chunked, unchunked_prefill="prefill_first").policy == "mixed"
+    assert Serving(**base, unchunked_prefill="prefill_first").policy == "prefill_first"
+
+
 def test_running_cap_and_reservation():
     """Preemption "none" (TensorRT-LLM's GUARANTEED_NO_EVICT, TGI): a request is admitted only with
     pages for its whole final context, so nothing is ever preempted and at most

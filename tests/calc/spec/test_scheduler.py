@@ -170,3 +170,13 @@ def test_compare_takes_the_engine_version():
         assert not failures and results[0].scenario.serving.prefill == ("batched" if version else "prefill_first")
         ttft[version] = next(m.predicted for m in results[0].metrics if m.metric.startswith("ttft"))
     assert ttft[None] != ttft["0.1.0a1"]
+
+
+def test_vllm_v0_runs_whole_prompts_prefill_first():
+    # vLLM before 0.8.0 ran the V0 engine: without chunked prefill, no decodes beside a prefill
+    vllm = load_engine("vllm")
+    off = {"enable_chunked_prefill": False}
+    old = resolve_serving(vllm, "h200", 141, version="0.7.4.dev181+gf35f8e22", engine_args=off)
+    new = resolve_serving(vllm, "h200", 141, version="0.8.0", engine_args=off)
+    assert (old.policy, new.policy) == ("prefill_first", "mixed")
+    assert resolve_serving(vllm, "h200", 141, version="0.7.3").policy == "mixed"  # chunked: V0 mixes chunks
