@@ -164,6 +164,14 @@ def worst(results: list[LoadResult], n: int = 10) -> str:
     return render.table(lines, ["run", "publisher", "engine", "level", "median |err|", "rows"])
 
 
+def _version_rules() -> str:
+    """The presets' by_version rules in words: "vllm before 0.8.0: unchunked_prefill prefill_first"."""
+    from calc.spec.engine import engines
+
+    return "; ".join(f"{name} before {r.before}: " + ", ".join(f"{k} {v}" for k, v in r.set.items())
+                     for name, preset in engines().items() for r in preset.by_version) or "none"
+
+
 def section(lr: LoadRun, n_file: int, loso: bool = True) -> str:
     """The accuracy report's "Serving under load" section (markdown)."""
     from calc.accuracy.loadrows import ROUNDS_UNSTATED
@@ -185,7 +193,9 @@ rows. One simulation per run, of the run's own request count, uncapped (a burst:
 requests; {ROUNDS_UNSTATED} per client where the
 count is not published), each request at the published lengths, or (lengths "uniform R", as
 the benchmark's random dataset drew them) at its own, drawn from [int(L x R), L] with a fixed
-seed; a median ITL is predicted as the median request's TPOT. Load level is
+seed; a median ITL is predicted as the median request's TPOT. A run whose engine version a
+preset's `by_version` rules name runs that version's scheduler and kernels (calc/data/engines.yaml,
+each rule cited there: {_version_rules()}). Load level is
 the number of requests in flight (clients, or a burst's size); open-loop runs are "rate". Cells:
 median |error| / p90 |error| / median signed error (rows); signed < 0: the prediction is
 below the measurement (optimistic for a time, pessimistic for a rate). Scored in {lr.seconds:.1f} s
