@@ -18,6 +18,7 @@ from calc.spec.hardware import HardwareSpec
 from calc.spec.kernel_tables import KernelSet
 from calc.spec.kernels import KernelCurves
 from calc.spec.model import ModelSpec
+from calc.spec.scheduler import moe_kernel_of
 
 ROUTED_EXPERTS = "moe.experts"  # calc.cost.operators.moe_ops' grouped expert GEMMs
 
@@ -148,12 +149,8 @@ class Efficiency:
         may change whether prefill passes replay graphs): its prefill launch cost (ideal: none)."""
         if self.engine is None or self.engine == "ideal":
             return self
-        kernels = dict(self.moe_kernels)
-        if serving.moe_kernel is not None and serving.moe_kernel not in kernels:
-            raise SpecError("moe_kernel", None, f"{serving.moe_kernel!r} is not one of {self.engine}'s moe_kernels "
-                                                f"({', '.join(sorted(kernels)) or 'none'})")
         return replace(self, prefill_launch_s=serving.prefill_launch_us * MICRO,
-                       moe_kernel=kernels.get(serving.moe_kernel) if serving.moe_kernel else None)
+                       moe_kernel=moe_kernel_of(dict(self.moe_kernels), serving.moe_kernel))
 
     def with_step_overhead(self, seconds: float) -> Efficiency:
         """These efficiencies with another per-pass overhead (every dtype's): a draft pass run

@@ -208,6 +208,17 @@ def map_engine_args(engine: str, args_spec: dict[str, EngineArg], args: dict, wh
     return out
 
 
+def moe_kernel_of(known: dict, name: str | None, where: object = "serving"):
+    """The preset's fused-MoE kernel family ``name`` (None: none named); an unknown name is a
+    one-line error listing the known ones."""
+    if name is None:
+        return None
+    if name not in known:
+        raise SpecError(where, "moe_kernel", f"{name!r} is not one of the engine's moe_kernels "
+                                             f"({', '.join(sorted(known)) or 'none'}){suggest(name, known)}")
+    return known[name]
+
+
 def resolve_serving(preset, hw_name: str = "", memory_gb: float = 0.0, block: Serving | None = None,
                     engine_args: dict | None = None, where: object = "engine_args",
                     prefix: str = "engine_args", others: dict[str, dict] | None = None,
@@ -235,10 +246,7 @@ def resolve_serving(preset, hw_name: str = "", memory_gb: float = 0.0, block: Se
         out = Serving.model_validate(values)
     except ValidationError as exc:
         raise SpecError.from_validation(where, exc) from None
-    known = preset.moe_kernels if preset is not None else {}
-    if out.moe_kernel is not None and out.moe_kernel not in known:
-        raise SpecError(where, "moe_kernel", f"{out.moe_kernel!r} is not one of the engine's moe_kernels "
-                                             f"({', '.join(sorted(known)) or 'none'}){suggest(out.moe_kernel, known)}")
+    moe_kernel_of(preset.moe_kernels if preset is not None else {}, out.moe_kernel, where)
     return out
 
 
