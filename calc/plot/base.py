@@ -38,9 +38,9 @@ def check_out(out) -> Path:
 
 
 def save(fig, out) -> Path:
-    """Write the figure as PNG or SVG (by suffix), atomically, its labels decluttered."""
+    """Write the figure as PNG or SVG (by suffix), atomically, laid out once, its labels decluttered."""
     path = check_out(out)
-    declutter(fig)
+    lay_out(fig)
     fmt = path.suffix.lower()[1:]
     return atomic_write(path, lambda fh: fig.savefig(fh, format=fmt, dpi=DPI,
                                                      metadata={"Date": None} if fmt == "svg" else None))
@@ -61,27 +61,47 @@ _SPOTS = ((-8, 8, "right"), (8, 8, "left"), (-8, -14, "right"), (8, -14, "left")
           (8, 22, "left"), (-8, -28, "right"), (8, -28, "left"), (0, 36, "center"), (0, -42, "center"))
 
 
+def lay_out(fig) -> int:
+    """Lay the figure out once, its labels decluttered, and keep that layout (savefig would lay a
+    constrained figure out twice more: in a pass with rendering off, then in the drawn frame);
+    returns declutter's count of labels still overlapping."""
+    left, moved = _declutter(fig)
+    engine = fig.get_layout_engine()
+    if engine is not None:
+        if moved or left is None:  # the labels moved (they count in the layout), or none was laid out
+            engine.execute(fig)
+        fig.set_layout_engine(None)
+    return left or 0
+
+
 def declutter(fig) -> int:
     """Move annotations that would cover an earlier one (in the order drawn) to the first free
     spot around their point; returns how many still overlap (0: every label readable). Runs on
     the laid-out figure, just before it is written."""
+    return _declutter(fig)[0] or 0
+
+
+def _declutter(fig) -> tuple[int | None, int]:
+    """declutter's work: (labels still overlapping, None when there are none to lay out; labels
+    moved where the layout sees it: out of the axes, or into their margins)."""
     from matplotlib.text import Annotation
 
     notes = [[t for t in ax.texts if isinstance(t, Annotation) and t.get_visible()] for ax in fig.axes]
     if not any(notes):
-        return 0  # nothing to move: no layout pass needed before the figure is written
+        return None, 0  # nothing to move: no layout pass needed before the figure is written
     renderer = fig.canvas.get_renderer()
     engine = fig.get_layout_engine()
     if engine is not None:
         engine.execute(fig)  # the layout the labels' extents need, without drawing the artists
     else:
         fig.draw_without_rendering()
-    left = 0
-    for texts in notes:
+    left = moved = 0
+    for ax, texts in zip(fig.axes, notes, strict=True):
         placed = []
         for t in texts:
             box = t.get_window_extent(renderer)
             if any(box.overlaps(b) for b in placed) and t.anncoords == "offset points":
+                before = box
                 for dx, dy, ha in _SPOTS:
                     t.xyann, _ = (dx, dy), t.set_ha(ha)
                     box = t.get_window_extent(renderer)
@@ -89,8 +109,14 @@ def declutter(fig) -> int:
                         break
                 else:
                     left += 1
+                # a label inside the axes before and after does not change the layout's margins
+                moved += not (_inside(before, ax.bbox) and _inside(box, ax.bbox))
             placed.append(box)
-    return left
+    return left, moved
+
+
+def _inside(box, frame) -> bool:
+    return frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
 
 
 def _finish(fig, ax, title: str, note: str | None, out, handles=None) -> object:

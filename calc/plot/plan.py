@@ -26,15 +26,9 @@ def _figure(ncols: int = 1, size=(9.0, 4.8)):
 
 
 def _png(fig) -> bytes:
-    from calc.plot.base import declutter
+    from calc.plot.base import lay_out
 
-    declutter(fig)
-    engine = fig.get_layout_engine()
-    if engine is not None:
-        # one layout, kept (savefig would lay out twice more: in a pass with rendering off, then
-        # in the drawn frame); after declutter's, it places the labels it moved
-        engine.execute(fig)
-        fig.set_layout_engine(None)
+    lay_out(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
     return buf.getvalue()
@@ -55,8 +49,9 @@ def _front(points) -> list[tuple[float, float]]:
 
 
 def pareto_png(plan: Plan) -> bytes:
-    """Cost against TTFT p99 and TPOT p99 for every simulated configuration; the Pareto front
-    of those that meet the SLOs; the chosen one starred; SLO targets dashed."""
+    """Cost against TTFT p99 and TPOT p99 for every simulated configuration (a miss whose run
+    stopped once certain at what its p99 is at least); the Pareto front of those that meet the
+    SLOs; the chosen one starred; SLO targets dashed."""
     from matplotlib.ticker import FuncFormatter
 
     fig, axes = _figure(2, (10.0, 4.6))
@@ -64,13 +59,17 @@ def pareto_png(plan: Plan) -> bytes:
     chosen = plan.chosen
     targets = plan.workload.spec.slo.targets()
     ms = 1e3  # latencies drawn in milliseconds, labelled as plain numbers (not 4x10^-2 s)
+    # a miss whose run the search stopped once it was certain sits at what its p99 is at least
+    kinds = ((lambda t: t.meets, "o", "#2ca02c", "meets the SLOs", "ok"),
+             (lambda t: not t.meets and not t.stopped, "o", "#bbbbbb", "misses", "miss"),
+             (lambda t: t.stopped, "^", "#bbbbbb", "misses (at least: run stopped once certain)", "stopped"))
     for ax, metric in zip(axes, ("ttft", "tpot"), strict=True):
-        for ok, color, label in ((True, "#2ca02c", "meets the SLOs"), (False, "#bbbbbb", "misses")):
-            pts = [(_cost_axis(plan, t), ms * t.stats[f"{metric}_p99"]) for t in trials if t.meets == ok]
+        for which, marker, color, label, gid in kinds:
+            pts = [(_cost_axis(plan, t), ms * t.p99_at_least(metric)) for t in trials if which(t)]
             if pts:
                 x, y = zip(*pts, strict=True)
-                ax.scatter(x, y, s=28, c=color, edgecolors="#555555", linewidths=0.4, label=label, zorder=3,
-                           gid=f"trials:{metric}:{'ok' if ok else 'miss'}")
+                ax.scatter(x, y, s=28, c=color, marker=marker, edgecolors="#555555", linewidths=0.4, label=label,
+                           zorder=3, gid=f"trials:{metric}:{gid}")
         ok_pts = [(_cost_axis(plan, t), ms * t.stats[f"{metric}_p99"]) for t in trials if t.meets]
         front = _front(ok_pts)
         if len(front) > 1:

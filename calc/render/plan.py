@@ -48,7 +48,7 @@ def trial_record(t: Trial) -> dict:
         **({"speculative": True} if r.speculative is not None else {}), "max_batch": r.max_batch, "replicas": t.replicas,
         "gpus": t.gpus, "usd_per_hour": t.usd_per_hour, "usd_per_million_output_tokens": t.usd_per_million_output_tokens,
         "usd_per_million_total_tokens": t.usd_per_million_total_tokens,
-        "meets_slos": t.meets, "failures": t.why() if not t.meets else None, "bottleneck": t.bottleneck,
+        "meets_slos": t.meets, "failures": t.why(whole=True) if not t.meets else None, "bottleneck": t.bottleneck,
         "latency_s": t.stats, "goodput_requests_per_s": t.goodput_per_s, "output_tokens_per_s": t.output_tokens_per_s,
         "per_replica": {
             "offered_requests_per_s": t.sim.offered_per_s, "served_requests_per_s": t.sim.requests_per_s,
@@ -147,7 +147,7 @@ def verdict(plan: Plan) -> str:
                 f"{'; '.join(sorted(words.get(k, k) for k in kinds))}. See the rejections.")
     t = plan.closest
     return (f"No configuration meets the SLOs within max_gpus = {plan.workload.spec.max_gpus}. Closest: {t.label} "
-            f"({t.gpus} GPUs, {_usd(t.usd_per_hour)}/hour): {t.why()}.")
+            f"({t.gpus} GPUs, {_usd(t.usd_per_hour)}/hour): {t.why(whole=True)}.")
 
 
 def _ranked_rows(plan: Plan, trials: list[Trial]) -> list[list[str]]:

@@ -153,7 +153,7 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
         elif o.best is not None:
             met.append(o.best)
         else:
-            last = max(o.trials, key=lambda t: t.replicas)
+            last = o.most_replicas
             o.reason = (f"misses the SLOs even with {_n(last.replicas, 'replica')} ({_n(last.gpus, 'GPU')}): "
                         f"{last.why()}")
             o.kind = "slo"

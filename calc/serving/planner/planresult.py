@@ -14,7 +14,7 @@ from calc.serving.effects.speceffect import SpecEffect
 from calc.serving.effects.whatif import WhatIf
 from calc.serving.planner.disagg import DisaggTrial
 from calc.serving.planner.disagg_search import best_disagg
-from calc.serving.planner.trial import Trial, cost_key
+from calc.serving.planner.trial import Trial, cost_key, nearest_miss
 from calc.spec.hardware import HardwareSpec
 from calc.spec.workload import LoadedWorkload
 
@@ -40,6 +40,12 @@ class Option:
     def best(self) -> Trial | None:
         ok = [t for t in self.trials if t.meets]
         return min(ok, key=lambda t: t.replicas) if ok else None
+
+    @property
+    def most_replicas(self) -> Trial:
+        """The trial with the most replicas: of a miss's trials the nearest its SLOs (the search's
+        bisection takes more replicas never to make a configuration slower)."""
+        return max(self.trials, key=lambda t: t.replicas)
 
     @property
     def label(self) -> str:
@@ -117,10 +123,10 @@ class Plan:
             if mine:
                 out.append((hw, mine[0], None))
                 continue
-            tried = [t for o in self.options if o.hw.name == hw.name for t in o.trials]
+            tried = [o for o in self.options if o.hw.name == hw.name and o.trials]
             if tried:
-                near = min(tried, key=lambda t: (t.miss_ratio, cost_key(t)))
-                out.append((hw, None, f"nearest: {near.label}: {near.why()}"))
+                near = nearest_miss([o.most_replicas for o in tried])
+                out.append((hw, None, f"nearest: {near.label}: {near.why(whole=True)}"))
             else:
                 why = next((o.reason for o in self.options if o.hw.name == hw.name and o.reason), "not searched")
                 out.append((hw, None, why))
@@ -173,11 +179,9 @@ class Plan:
 
     @property
     def closest(self) -> Trial | None:
-        """When nothing meets the SLOs: the simulated trial whose worst SLO is nearest its target."""
-        trials = [t for o in self.options for t in o.trials]
-        if not trials:
-            return None
-        return min(trials, key=lambda t: (t.miss_ratio, cost_key(t)))
+        """When nothing meets the SLOs: the simulated trial whose worst SLO is nearest its target
+        (of each option's, the one with the most replicas)."""
+        return nearest_miss([o.most_replicas for o in self.options if o.trials])
 
     @property
     def trials(self) -> list[Trial]:

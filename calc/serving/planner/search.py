@@ -71,40 +71,52 @@ class Search:
         for t in self.done.get(_key(rep, R), []):
             # a run whose batch never reached its cap is the same run under any larger cap
             same_budget = max(t.replica.serving.max_batched_tokens, t.replica.max_batch) == budget
-            if same_budget and t.same_as is None and t.sim.timeline["running"].max() < min(rep.max_batch,
-                                                                                         t.replica.max_batch):
-                trial = Trial(rep, R, opt.price_per_gpu_hour, t.sim, sat, t.closed_form, self.targets,
-                              note=opt.note,
-                              same_as=t.replica.max_batch)
+            # (of a stopped run, the part run: the same part under the larger cap, so it misses there
+            # too; its whole run, when read, is t's if that never reached the cap either)
+            cap = min(rep.max_batch, t.replica.max_batch)
+            if same_budget and t.same_as is None and t.run.timeline["running"].max() < cap:
+                trial = Trial(rep, R, opt.price_per_gpu_hour, t.run, sat, t.closed_form, self.targets,
+                              note=opt.note, same_as=t.replica.max_batch,
+                              rerun=partial(self._whole, t, rep, R, cap) if t.stopped else None)
                 if keep:
                     opt.trials.append(trial)
                 return trial
         return None
 
+    def _whole(self, t: Trial, rep: Replica, R: int, cap: int):
+        """The whole run of ``rep`` at R replicas that reused stopped trial t's part: t's whole run
+        when its batch never reached ``cap`` there either, else its own."""
+        return t.sim if t.sim.timeline["running"].max() < cap else self.simulate(rep, R)[0]
+
+    def simulate(self, rep: Replica, R: int, stop: bool = False):
+        """One replica's run at R replicas' share of the load (``stop``: until the SLOs are missed
+        for certain), and its closed form at that load (a callable)."""
+        a = self.arrival
+        prefix = self.prefix_for(rep.serving.block_size)
+        seed, targets = self.wl.spec.seed, self.targets if stop else None
+        if a.rate_per_s is not None:
+            rate = a.rate_per_s / (R * rep.pp)  # a PP replica runs PP engines (micro-batches) in flight
+            sim = simulate(rep, self.T, self.G, rate_per_s=rate, gaps=self.gaps, seed=seed, prefix=prefix,
+                           stop_on_miss=targets)
+            return sim, partial(at_load, rep, self.T, self.G, rate, prefix)
+        if a.kind == "burst":
+            # every request at t = 0, split evenly: each engine gets ceil(n / (R x PP)) of them
+            n = math.ceil(self.T.size / (R * rep.pp))
+            sub = replace(prefix, cached=prefix.cached[:n])
+            sim = simulate(rep, self.T[:n], self.G[:n], burst=True, seed=seed, prefix=sub, stop_on_miss=targets)
+            return sim, partial(_unloaded, rep, self.T[:n], self.G[:n], n, sub)
+        clients = math.ceil(a.concurrency / (R * rep.pp))
+        sim = simulate(rep, self.T, self.G, concurrency=clients, seed=seed, prefix=prefix, stop_on_miss=targets)
+        return sim, partial(_unloaded, rep, self.T, self.G, clients, prefix)
+
     def trial(self, opt: Option, rep: Replica, sat: SteadyState, R: int) -> Trial:
         t = self.reuse(opt, rep, sat, R)
         if t is not None:
             return t
-        a = self.arrival
-        prefix = self.prefix_for(rep.serving.block_size)
-        if a.rate_per_s is not None:
-            rate = a.rate_per_s / (R * rep.pp)  # a PP replica runs PP engines (micro-batches) in flight
-            sim = simulate(rep, self.T, self.G, rate_per_s=rate, gaps=self.gaps, seed=self.wl.spec.seed,
-                           prefix=prefix)
-            closed = partial(at_load, rep, self.T, self.G, rate, prefix)
-        elif a.kind == "burst":
-            # every request at t = 0, split evenly: each engine gets ceil(n / (R x PP)) of them
-            n = math.ceil(self.T.size / (R * rep.pp))
-            sub = replace(prefix, cached=prefix.cached[:n])
-            sim = simulate(rep, self.T[:n], self.G[:n], burst=True, seed=self.wl.spec.seed, prefix=sub)
-            closed = partial(_unloaded, rep, self.T[:n], self.G[:n], n, sub)
-        else:
-            clients = math.ceil(a.concurrency / (R * rep.pp))
-            sim = simulate(rep, self.T, self.G, concurrency=clients, seed=self.wl.spec.seed, prefix=prefix)
-            closed = partial(_unloaded, rep, self.T, self.G, clients, prefix)
+        sim, closed = self.simulate(rep, R, stop=True)
         self.sims += 1
         # the closed form at this load (at_load: a 40-step bisection) waits until a report reads it,
-        # once for every trial that shares this run
+        # once for every trial that shares this run; so does the rest of a stopped run (SimResult.rest)
         t = Trial(rep, R, opt.price_per_gpu_hour, sim, sat, cache(closed), self.targets, note=opt.note)
         opt.trials.append(t)
         self.done.setdefault(_key(rep, R), []).append(t)

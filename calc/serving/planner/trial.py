@@ -58,7 +58,9 @@ class Trial(Priced):
     replica: Replica
     replicas: int
     price_per_gpu_hour: float | None
-    sim: SimResult
+    # the search's simulation: the whole run, or one stopped once it missed the SLOs for certain
+    # (SimResult.stopped_s), enough to know it misses; ``sim`` runs the rest when a report reads it
+    run: SimResult
     saturation: SteadyState  # closed form, one replica, at saturation
     # () -> (closed form, one replica, at its share of the load; offered / closed-form capacity,
     # open loop, else None): called when first read (a plan reads it for the few trials it shows)
@@ -66,6 +68,21 @@ class Trial(Priced):
     targets: dict
     same_as: int | None = None  # the max batch whose simulation this reuses (its cap never bound)
     note: str = ""  # e.g. ", chunk 4,096" when the chunked-prefill size is searched
+    # () -> the whole run of a stopped one that is another replica's (same_as), else its run goes on
+    rerun: Callable[[], SimResult] | None = None
+
+    @cached_property
+    def sim(self) -> SimResult:
+        """The whole simulation (a stopped run of the search's run on to its end)."""
+        if not self.stopped:
+            return self.run
+        return self.rerun() if self.rerun is not None else self.run.rest()
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the search stopped this trial's run once it missed the SLOs for certain (its
+        figures, when read, come from the whole run)."""
+        return self.run.stopped_s is not None
 
     @cached_property
     def _at_load(self) -> tuple[SteadyState, float | None]:
@@ -142,7 +159,11 @@ class Trial(Priced):
 
     @property
     def meets(self) -> bool:
-        return not self.misses and not self.falls_behind
+        return not self.stopped and not self.misses and not self.falls_behind
+
+    def p99_at_least(self, metric: str) -> float:
+        """The metric's p99, or for a stopped run what it is at least (no whole run needed)."""
+        return self.run.at_least(metric, 99) if self.stopped else self.stats[f"{metric}_p99"]
 
     @property
     def miss_ratio(self) -> float:
@@ -152,8 +173,25 @@ class Trial(Priced):
         return max([v / t for _, v, t in self.misses] or [max([self.stats[k] / t for k, t in self.targets.items()]
                                                                or [0.0])])
 
-    def why(self) -> str:
-        """The failures in words, e.g. 'TTFT p99 2.1 s > 1 s'."""
+    @property
+    def miss_ratio_at_least(self) -> float:
+        """miss_ratio, or for a stopped run what it is at least (its SLO statistics' lower bounds
+        over their targets; no whole run needed)."""
+        if not self.stopped:
+            return self.miss_ratio
+        ratios = [self.run.at_least(t.metric, t.percentile) / t.limit_s
+                  for t in (Target.of(k, v) for k, v in self.targets.items())]
+        return max([r for r in ratios if not math.isnan(r)], default=0.0)
+
+    def why(self, whole: bool = False) -> str:
+        """The failures in words, e.g. 'TTFT p99 2.1 s > 1 s'; of a stopped run, unless ``whole``
+        (then the rest is run), what was certain when it stopped: 'TTFT p99 at least 1.2 s > 1 s'."""
+        if self.stopped and not whole:
+            run = self.run
+            parts = [f"{t.label} at least {render.seconds(v)} > {render.seconds(t.limit_s)}"
+                     for t in (Target.of(k, v) for k, v in self.targets.items())
+                     if (v := run.at_least(t.metric, t.percentile)) > t.limit_s]
+            return "; ".join(parts) + f" (certain {render.seconds(run.stopped_s)} into the simulated run, where it stopped)"
         parts = []
         if self.falls_behind:
             parts.append(f"falls behind: the queue grows by {self.sim.backlog_growth():.0%} of arrivals "
@@ -173,6 +211,20 @@ class Trial(Priced):
         bt = s.bound_time_s
         top = max(bt, key=bt.get)
         return {"memory": "memory bandwidth", "compute": "compute", "communication": "interconnect"}[top]
+
+
+def nearest_miss(trials: list[Trial]) -> Trial | None:
+    """The trial whose worst SLO is nearest its target, ties to the cheaper (min of (miss_ratio,
+    cost_key)), running only the stopped runs that could still be it: in the order of what their
+    ratio is at least, while that is below the best exact one."""
+    best, best_key = None, None
+    for lb, t in sorted(((t.miss_ratio_at_least, t) for t in trials), key=lambda p: (p[0], cost_key(p[1]))):
+        if best_key is not None and (lb, *cost_key(t)) >= best_key:
+            break  # this and every later one is at least as far
+        key = (t.miss_ratio, *cost_key(t))
+        if best_key is None or key < best_key:
+            best, best_key = t, key
+    return best
 
 
 def cost_key(t) -> tuple:

@@ -12,6 +12,7 @@ import numpy as np
 from calc.cost.roofline import BOUNDS, bound_name
 from calc.serving.replica.capacity import Replica
 from calc.serving.replica.prefix import CachedPrefix
+from calc.serving.sim.slowatch import CHECK_EVERY, SloWatch
 
 # ndarray.sum/min through numpy's Python wrappers cost more than the small sums they do here
 _sum, _min = np.add.reduce, np.minimum.reduce
@@ -77,6 +78,7 @@ class Scheduler:
         self.completed = 0
         self.out_tokens = 0
         self.steps = 0
+        self.stopped_s: float | None = None  # run(watch): when the SLOs were missed for certain
         self.bound_time = dict.fromkeys(BOUNDS.tolist(), 0.0)
         self.tl = ([], [], [], [], [])  # t_s, kv_used, running, waiting, output_tokens
 
@@ -357,14 +359,23 @@ class Scheduler:
             self.finish_done(True)
         return True
 
-    def run(self) -> None:
-        """Events until every request has finished: arrivals join the queue, then a decode run
-        or else one step; the timeline takes a row at the start and after each event."""
+    def run(self, watch: SloWatch | None = None) -> None:
+        """Events until every request has finished, or (``watch``) until the SLOs are missed for
+        certain (``stopped_s`` says when; run() again goes on from there to the end): arrivals join
+        the queue, then a decode run or else one step; the timeline takes a row at the start and
+        after each event."""
         n = self.n
         inc, arr, waiting = self.incoming, self.arrive, self.waiting
         t, kv, run, wait, out = (v.append for v in self.tl)
         decode_run, step = self.decode_run, self.step
+        events, self.stopped_s = 0, None
         while True:
+            # checked before the row, so a stopped run resumed by run() again adds none twice
+            if watch is not None and events % CHECK_EVERY == CHECK_EVERY - 1 and watch.missed(
+                    arr, self.first, self.finish, self.clock):
+                self.stopped_s = self.clock
+                return
+            events += 1
             t(self.clock)
             kv(self.free)
             run(self.N)

@@ -4,10 +4,12 @@ statistics the planner reads (percentiles, steady-window rates, SLO attainment, 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from calc.serving.sim.slowatch import lower_bounds
 from calc.spec.workload import Target
 
 
@@ -62,6 +64,8 @@ class SimResult:
     pages: int
     offered_per_s: float | None
     wall_s: float
+    stopped_s: float | None = None  # when a run stopped, its SLOs missed for certain (calc.serving.sim.slowatch)
+    rest: Callable[[], SimResult] | None = None  # a stopped run's: () -> the whole run, run on from where it stopped
 
     @property
     def n(self) -> int:
@@ -89,6 +93,18 @@ class SimResult:
 
     def percentile(self, name: str, q: float) -> float:
         return latency_percentile(self.metric(name), q)
+
+    def at_least(self, name: str, q: float) -> float:
+        """percentile(name, q), or for a stopped run what it is at least: the percentile of the
+        measured requests' lower bounds at ``stopped_s`` (nothing known yet: 0)."""
+        if self.stopped_s is None:
+            return self.percentile(name, q)
+        m = self.measured
+        low = lower_bounds(self.arrive_s[m], self.first_token_s[m], self.finish_s[m], self.output_len[m],
+                           self.stopped_s)[name]
+        if name == "tpot":
+            low = low[self.output_len[m] > 1]
+        return latency_percentile(np.nan_to_num(low, nan=0.0), q)
 
     def _window(self) -> tuple[float, float]:
         """Steady window: from the 10% to the 90% request completion."""

@@ -32,6 +32,7 @@ from calc.serving.replica.capacity import Replica
 from calc.serving.replica.prefix import CachedPrefix
 from calc.serving.sim.scheduler import Scheduler
 from calc.serving.sim.simresult import SimResult
+from calc.serving.sim.slowatch import SloWatch
 
 __all__ = ["SimResult", "arrival_gaps", "simulate"]
 
@@ -50,12 +51,16 @@ def arrival_gaps(n: int, process: str = "poisson", cv: float = 1.0, seed: int = 
 
 def simulate(rep: Replica, T, G, *, rate_per_s: float | None = None, concurrency: int | None = None,
              process: str = "poisson", cv: float = 1.0, seed: int = 0, gaps: np.ndarray | None = None,
-             prefix: CachedPrefix | None = None, burst: bool = False) -> SimResult:
+             prefix: CachedPrefix | None = None, burst: bool = False,
+             stop_on_miss: dict[str, float] | None = None) -> SimResult:
     """Simulate ``len(T)`` requests on one replica: an open loop at ``rate_per_s`` (Poisson or
     gamma gaps from ``seed``, or the given unit-rate ``gaps``), or a closed loop of
     ``concurrency`` clients, or (``burst``) every request arriving at t = 0. Deterministic for a seed. A request whose prompt needs more
     pages than the replica has is an error (check with ``rep.kv.pages`` first). ``prefix``: the
-    prompt tokens found cached per request and the pages the shared prefix pins (calc.serving.replica.prefix)."""
+    prompt tokens found cached per request and the pages the shared prefix pins (calc.serving.replica.prefix).
+    ``stop_on_miss`` (SLO targets, {"ttft_p99": seconds, ...}): stop once the measured requests
+    miss one for certain (calc.serving.sim.slowatch); the result's ``stopped_s`` says when, and
+    the requests unfinished then have nan times."""
     t0 = time.perf_counter()
     T = np.asarray(T, np.int64)
     G = np.asarray(G, np.int64)
@@ -69,16 +74,33 @@ def simulate(rep: Replica, T, G, *, rate_per_s: float | None = None, concurrency
         arrive = np.cumsum(g) / rate_per_s
     elif burst:
         arrive = np.zeros(T.size)
-    sim = Scheduler(rep, T, G, arrive, concurrency, prefix)
-    sim.run()
     n = T.size
-    order = np.argsort(sim.arrive, kind="stable")
     skip = int(WARMUP * n)
     if concurrency is not None:
         skip = max(skip, min(concurrency, n // 2))  # the start burst of a closed loop
-    measured = np.zeros(n, bool)
-    measured[order[skip:n - int(WARMUP * n)]] = True
-    tl = sim.timeline()
+    lo, hi = skip, n - int(WARMUP * n)  # the measured requests, by arrival order
+    sim = Scheduler(rep, T, G, arrive, concurrency, prefix)
+    # arrival order is index order: open-loop gaps are >= 0, a burst arrives at once, and a closed
+    # loop issues requests in index order as earlier ones finish
+    sim.run(None if stop_on_miss is None else SloWatch(stop_on_miss, G, lo, hi))
+    return _result(sim, T, G, lo, hi, rep.kv.pages, rate_per_s, t0)
 
-    return SimResult(T, G, sim.arrive, sim.first, sim.finish, sim.preempt, measured, tl, sim.bound_time,
-                     sim.steps, rep.kv.pages, rate_per_s, time.perf_counter() - t0)
+
+def _result(sim: Scheduler, T, G, lo: int, hi: int, pages: int, rate_per_s, t0: float) -> SimResult:
+    """The scheduler's run as a SimResult; a stopped one's with copies of the state (and ``rest``,
+    which runs the scheduler on to the end: the same result as a run never stopped)."""
+    order = np.argsort(sim.arrive, kind="stable")
+    measured = np.zeros(T.size, bool)
+    measured[order[lo:hi]] = True
+    tl = sim.timeline()
+    stopped = sim.stopped_s is not None
+    arrays = [v.copy() if stopped else v for v in (sim.arrive, sim.first, sim.finish, sim.preempt)]
+    wall = time.perf_counter() - t0
+    rest = None
+    if stopped:
+        def rest() -> SimResult:
+            resumed = time.perf_counter()
+            sim.run()
+            return _result(sim, T, G, lo, hi, pages, rate_per_s, resumed - wall)  # wall_s: both parts
+    return SimResult(T, G, *arrays, measured, tl, dict(sim.bound_time) if stopped else sim.bound_time, sim.steps,
+                     pages, rate_per_s, wall, sim.stopped_s, rest)
