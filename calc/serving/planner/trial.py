@@ -3,9 +3,10 @@ its latency percentiles, the SLOs it misses and what limits it."""
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from calc.core import text as render
@@ -70,13 +71,36 @@ class Trial(Priced):
     note: str = ""  # e.g. ", chunk 4,096" when the chunked-prefill size is searched
     # () -> the whole run of a stopped one that is another replica's (same_as), else its run goes on
     rerun: Callable[[], SimResult] | None = None
+    _further: list = field(default_factory=list, compare=False, repr=False)  # advance's runs, the last furthest
 
     @cached_property
     def sim(self) -> SimResult:
         """The whole simulation (a stopped run of the search's run on to its end)."""
-        if not self.stopped:
-            return self.run
-        return self.rerun() if self.rerun is not None else self.run.rest()
+        last = self._last
+        if last.stopped_s is None:
+            return last
+        whole = self.rerun() if self.rerun is not None else last.rest()
+        self._further.append(whole)
+        return whole
+
+    @property
+    def _last(self) -> SimResult:
+        return self._further[-1] if self._further else self.run
+
+    @property
+    def whole(self) -> bool:
+        """Whether its whole run is known (never stopped, or run on to its end)."""
+        return self._last.stopped_s is None
+
+    def advance(self, factor: float) -> None:
+        """Run a stopped run on until its SLOs are missed by more than ``factor`` for certain, or to
+        its end (what calc.serving.planner.trial.nearest_miss needs to rank it)."""
+        if self.whole:
+            return
+        if self.rerun is not None or not math.isfinite(factor):
+            _ = self.sim
+        else:
+            self._further.append(self._last.rest(factor))
 
     @property
     def stopped(self) -> bool:
@@ -176,10 +200,10 @@ class Trial(Priced):
     @property
     def miss_ratio_at_least(self) -> float:
         """miss_ratio, or for a stopped run what it is at least (its SLO statistics' lower bounds
-        over their targets; no whole run needed)."""
-        if not self.stopped:
+        over their targets, where the run has got to; no whole run needed)."""
+        if self.whole:
             return self.miss_ratio
-        ratios = [self.run.at_least(t.metric, t.percentile) / t.limit_s
+        ratios = [self._last.at_least(t.metric, t.percentile) / t.limit_s
                   for t in (Target.of(k, v) for k, v in self.targets.items())]
         return max([r for r in ratios if not math.isnan(r)], default=0.0)
 
@@ -215,16 +239,19 @@ class Trial(Priced):
 
 def nearest_miss(trials: list[Trial]) -> Trial | None:
     """The trial whose worst SLO is nearest its target, ties to the cheaper (min of (miss_ratio,
-    cost_key)), running only the stopped runs that could still be it: in the order of what their
-    ratio is at least, while that is below the best exact one."""
-    best, best_key = None, None
-    for lb, t in sorted(((t.miss_ratio_at_least, t) for t in trials), key=lambda p: (p[0], cost_key(p[1]))):
-        if best_key is not None and (lb, *cost_key(t)) >= best_key:
-            break  # this and every later one is at least as far
-        key = (t.miss_ratio, *cost_key(t))
-        if best_key is None or key < best_key:
-            best, best_key = t, key
-    return best
+    cost_key), the first on a tie), running stopped runs on only as far as ranking them needs: the
+    one whose ratio may be least runs on until it is certainly above the next one's lower bound
+    (or to its end, its ratio then exact); the first with an exact ratio at the head is the answer."""
+    heap = [(t.miss_ratio_at_least, cost_key(t), i, t.whole, t) for i, t in enumerate(trials)]
+    heapq.heapify(heap)
+    while heap:
+        _, key, i, exact, t = heapq.heappop(heap)
+        if exact:
+            return t
+        if not t.whole:  # (it may be whole by now: a trial reusing its run ran it on)
+            t.advance(heap[0][0] if heap else math.inf)
+        heapq.heappush(heap, (t.miss_ratio_at_least, key, i, t.whole, t))
+    return None
 
 
 def cost_key(t) -> tuple:

@@ -65,7 +65,9 @@ class SimResult:
     offered_per_s: float | None
     wall_s: float
     stopped_s: float | None = None  # when a run stopped, its SLOs missed for certain (calc.serving.sim.slowatch)
-    rest: Callable[[], SimResult] | None = None  # a stopped run's: () -> the whole run, run on from where it stopped
+    # a stopped run's: (factor=None) -> the run on from where it stopped, to its end or (factor) until its SLOs
+    # are missed by more than the factor
+    rest: Callable[..., SimResult] | None = None
 
     @property
     def n(self) -> int:

@@ -83,12 +83,13 @@ def simulate(rep: Replica, T, G, *, rate_per_s: float | None = None, concurrency
     # arrival order is index order: open-loop gaps are >= 0, a burst arrives at once, and a closed
     # loop issues requests in index order as earlier ones finish
     sim.run(None if stop_on_miss is None else SloWatch(stop_on_miss, G, lo, hi))
-    return _result(sim, T, G, lo, hi, rep.kv.pages, rate_per_s, t0)
+    return _result(sim, stop_on_miss, lo, hi, T, G, rep.kv.pages, rate_per_s, t0)
 
 
-def _result(sim: Scheduler, T, G, lo: int, hi: int, pages: int, rate_per_s, t0: float) -> SimResult:
-    """The scheduler's run as a SimResult; a stopped one's with copies of the state (and ``rest``,
-    which runs the scheduler on to the end: the same result as a run never stopped)."""
+def _result(sim: Scheduler, targets, lo: int, hi: int, T, G, pages: int, rate_per_s, t0: float) -> SimResult:
+    """The scheduler's run as a SimResult; a stopped one's with copies of the state, and ``rest``,
+    which runs the scheduler on to the end (the same result as a run never stopped), or with a
+    factor until the SLOs are missed by more than it."""
     order = np.argsort(sim.arrive, kind="stable")
     measured = np.zeros(T.size, bool)
     measured[order[lo:hi]] = True
@@ -98,9 +99,9 @@ def _result(sim: Scheduler, T, G, lo: int, hi: int, pages: int, rate_per_s, t0: 
     wall = time.perf_counter() - t0
     rest = None
     if stopped:
-        def rest() -> SimResult:
+        def rest(factor: float | None = None) -> SimResult:
             resumed = time.perf_counter()
-            sim.run()
-            return _result(sim, T, G, lo, hi, pages, rate_per_s, resumed - wall)  # wall_s: both parts
+            sim.run(None if factor is None else SloWatch(targets, G, lo, hi, factor))
+            return _result(sim, targets, lo, hi, T, G, pages, rate_per_s, resumed - wall)  # wall_s: every part
     return SimResult(T, G, *arrays, measured, tl, dict(sim.bound_time) if stopped else sim.bound_time, sim.steps,
                      pages, rate_per_s, wall, sim.stopped_s, rest)

@@ -89,3 +89,28 @@ def test_the_search_stops_missing_trials_and_the_answer_stays(tmp_path, monkeypa
     twin = next(w for w in whole.trials if w.label == t.label)
     assert "at least" in t.why()
     assert t.why(whole=True) == twin.why() and t.stats == twin.stats
+
+
+def test_the_nearest_miss_is_the_one_the_whole_runs_give(tmp_path, monkeypatch):
+    # Nothing meets a tight TTFT target; the closest configuration, and each GPU type's nearest
+    # miss, found by running stopped runs on only as far as ranking needs, are those of the plan
+    # run without stopping (min over (miss ratio, cost) of each option's most-replica trial).
+    from calc.serving.planner import search as S
+    from calc.serving.planner.plan import plan
+    from calc.serving.planner.trial import cost_key
+    from calc.spec.workload import load_workload
+    from tests.calc.serving.test_plan import CHAT
+
+    (tmp_path / "w.yaml").write_text(CHAT.replace("slo: {ttft_p99_s: 1.0, tpot_p99_s: 0.05}",
+                                                  "slo: {ttft_p99_s: 0.04, tpot_p99_s: 0.05}"))
+    wl = load_workload(tmp_path / "w.yaml")
+    stopped = plan(wl)
+    assert stopped.chosen is None and any(t.stopped for t in stopped.trials)
+    near = stopped.closest
+    assert not all(t.whole for t in stopped.trials), "ranking should not need every whole run"
+    monkeypatch.setattr(S, "simulate", lambda *a, stop_on_miss=None, **k: simulate(*a, **k))
+    whole = plan(wl)
+    brute = min((o.most_replicas for o in whole.options if o.trials), key=lambda t: (t.miss_ratio, cost_key(t)))
+    assert near.label == brute.label and near.miss_ratio == brute.miss_ratio
+    assert stopped.best_by_hardware() and [w for _, _, w in stopped.best_by_hardware()] == \
+        [w for _, _, w in whole.best_by_hardware()]
