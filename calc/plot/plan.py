@@ -15,12 +15,17 @@ from calc.serving.effects.whatif import Steps
 from calc.serving.planner.plan import Plan, Trial
 
 
-def _figure(ncols: int = 1, size=(9.0, 4.8)):
+def _figure(ncols: int = 1, size=(9.0, 4.8), margins: dict | None = None):
+    """A figure of ``ncols`` axes side by side, at fixed margins (fractions of the figure, as
+    Figure.subplots_adjust takes them): these charts' labels are of known sizes, and a
+    constrained layout, which measures every tick label first, took most of their drawing time."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=size, dpi=100, layout="constrained")
+    fig = Figure(figsize=size, dpi=100)
     FigureCanvasAgg(fig)
+    fig.subplots_adjust(**{"left": 0.8 / size[0], "right": 1 - 0.25 / size[0], "bottom": 0.55 / size[1],
+                           "top": 1 - 0.6 / size[1], "wspace": 0.22, **(margins or {})})
     axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
     return fig, axes
 
@@ -61,8 +66,8 @@ def pareto_png(plan: Plan) -> bytes:
     ms = 1e3  # latencies drawn in milliseconds, labelled as plain numbers (not 4x10^-2 s)
     # a miss whose run the search stopped once it was certain sits at what its p99 is at least
     kinds = ((lambda t: t.meets, "o", "#2ca02c", "meets the SLOs", "ok"),
-             (lambda t: not t.meets and not t.stopped, "o", "#bbbbbb", "misses", "miss"),
-             (lambda t: t.stopped, "^", "#bbbbbb", "misses (at least: run stopped once certain)", "stopped"))
+             (lambda t: not t.meets and t.whole, "o", "#bbbbbb", "misses", "miss"),
+             (lambda t: not t.whole, "^", "#bbbbbb", "misses (at least: run stopped once certain)", "stopped"))
     for ax, metric in zip(axes, ("ttft", "tpot"), strict=True):
         for which, marker, color, label, gid in kinds:
             pts = [(_cost_axis(plan, t), ms * t.p99_at_least(metric)) for t in trials if which(t)]
@@ -96,7 +101,7 @@ def pareto_png(plan: Plan) -> bytes:
 def kv_png(t: Trial) -> bytes:
     """One replica of the chosen configuration over the simulation: KV pages in use, running
     batch and waiting queue."""
-    fig, (ax,) = _figure(1, (9.0, 4.2))
+    fig, (ax,) = _figure(1, (9.0, 4.2), {"right": 1 - 0.8 / 9.0, "bottom": 0.95 / 4.2})  # the twin axis; the legend below
     tl = t.sim.timeline
     step = max(1, tl["t_s"].size // 4000)
     x = tl["t_s"][::step]

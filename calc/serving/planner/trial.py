@@ -186,8 +186,8 @@ class Trial(Priced):
         return not self.stopped and not self.misses and not self.falls_behind
 
     def p99_at_least(self, metric: str) -> float:
-        """The metric's p99, or for a stopped run what it is at least (no whole run needed)."""
-        return self.run.at_least(metric, 99) if self.stopped else self.stats[f"{metric}_p99"]
+        """The metric's p99, or for a run not whole what it is at least (no whole run needed)."""
+        return self.stats[f"{metric}_p99"] if self.whole else self._last.at_least(metric, 99)
 
     @property
     def miss_ratio(self) -> float:
