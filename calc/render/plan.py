@@ -348,6 +348,10 @@ def build_report(plan: Plan, bands=None) -> Doc:
     if pruned:
         d.p(f"{len(pruned)} more were not simulated or not listed: their fewest replicas already cost more than the "
             f"ranked configurations, or a larger max batch changed nothing (the batch never reached the smaller cap).")
+    if any(t.stopped for t in plan.trials):
+        d.p("A simulation stops once enough measured requests are past a target that its percentile misses "
+            "whatever comes after; such a miss states what its statistics were at least then (the pareto chart "
+            "draws it there too, as a triangle).")
     t = plan.chosen or plan.closest
     if t is not None:
         d.h(2, ("Chosen configuration: " if plan.chosen else "Closest configuration: ") + t.label)

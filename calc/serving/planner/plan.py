@@ -15,7 +15,11 @@ longer than the KV cache, a TTFT or TPOT target below what one request alone get
 (its prefill; a decode step at batch 1). For each max batch the closed form
 (calc.serving.replica.capacity.steady_state) gives the fewest replicas that can keep up; candidates
 are then simulated cheapest lower bound first, and for each the fewest replicas that
-meet the SLOs is found by simulation (more replicas only lower each one's load).
+meet the SLOs is found by simulation (more replicas only lower each one's load). A trial's
+simulation stops once its measured requests miss an SLO for certain (calc.serving.sim.slowatch:
+enough of them already past the target for its percentile to be); a report that reads such a
+trial's figures runs the rest (the same result as a run never stopped), and the nearest miss is
+found running stopped runs on only as far as ranking them needs (calc.serving.planner.trial.nearest_miss).
 The search stops once ``RUNNERS_UP + 1`` configurations meet the SLOs, every GPU type has
 one that does (or has none left to try), and every remaining candidate's lower bound costs
 more than they do.

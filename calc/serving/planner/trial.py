@@ -215,7 +215,7 @@ class Trial(Priced):
             parts = [f"{t.label} at least {render.seconds(v)} > {render.seconds(t.limit_s)}"
                      for t in (Target.of(k, v) for k, v in self.targets.items())
                      if (v := run.at_least(t.metric, t.percentile)) > t.limit_s]
-            return "; ".join(parts) + f" (certain {render.seconds(run.stopped_s)} into the simulated run, where it stopped)"
+            return "; ".join(parts) + f" (run stopped at {render.seconds(run.stopped_s)}, once certain)"
         parts = []
         if self.falls_behind:
             parts.append(f"falls behind: the queue grows by {self.sim.backlog_growth():.0%} of arrivals "
