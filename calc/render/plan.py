@@ -91,7 +91,7 @@ def plan_record(plan: Plan, bands=None) -> dict:
         "rejected": [{"config": o.label, "kind": o.kind, "reason": o.reason} for o in plan.rejected],
         "simulations": plan.simulations, "requests_per_simulation": int(plan.requests),
         # the engine scheduler the answer ran (after the workload's overrides), in ours and the engine's names
-        **({"scheduler": plan.scheduler.model_dump(), "engine_args": plan.engine_args} if plan.scheduler else {}),
+        **({"scheduler": plan.scheduler.model_dump(exclude_none=True), "engine_args": plan.engine_args} if plan.scheduler else {}),
         "launch": launch_records(plan),
         **({"phases": (chosen or plan.closest).sim.phases.record()} if (chosen or plan.closest) else {}),
         **({"disaggregated": disagg_record(plan)} if plan.disagg else {}),

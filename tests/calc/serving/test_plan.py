@@ -286,3 +286,13 @@ def test_after_a_miss_on_a_gpu_its_next_option_tries_the_most_replicas_first(tmp
     alone, search = Option(t.replica.hw, 2, 64, None), Search(wl, None, p.dtypes)
     search.fewest_replicas(alone, t.replica, t.saturation, 1, 2)
     assert [t.replicas for t in alone.trials] == [1] and alone.best.stats == t.stats
+
+
+def test_the_plan_json_scheduler_carries_no_null(tmp_path):
+    # A field the preset leaves unset (no KV token cap, no MoE kernel family) is left out, not
+    # written as null: a null number reads as silent nonsense (the fuzz campaign flagged kv_tokens).
+    r = run("plan", write(tmp_path, CHAT), "--format", "json", "-q")
+    assert r.exit_code == 0, r.output
+    sched = json.loads(r.stdout)["scheduler"]
+    assert sched and None not in sched.values()
+    assert "kv_tokens" not in sched and sched["max_batched_tokens"] > 0
