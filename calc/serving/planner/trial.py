@@ -203,9 +203,11 @@ class Trial(Priced):
         over their targets, where the run has got to; no whole run needed)."""
         if self.whole:
             return self.miss_ratio
-        ratios = [self._last.at_least(t.metric, t.percentile) / t.limit_s
-                  for t in (Target.of(k, v) for k, v in self.targets.items())]
-        return max([r for r in ratios if not math.isnan(r)], default=0.0)
+        return max([v / t.limit_s for t, v in self._at_least(self._last) if not math.isnan(v)], default=0.0)
+
+    def _at_least(self, run: SimResult) -> list[tuple[Target, float]]:
+        """Each SLO target and what its statistic is at least, where ``run`` stopped."""
+        return [(t, run.at_least(t.metric, t.percentile)) for t in (Target.of(k, v) for k, v in self.targets.items())]
 
     def why(self, whole: bool = False) -> str:
         """The failures in words, e.g. 'TTFT p99 2.1 s > 1 s'; of a stopped run, unless ``whole``
@@ -213,8 +215,7 @@ class Trial(Priced):
         if self.stopped and not whole:
             run = self.run
             parts = [f"{t.label} at least {render.seconds(v)} > {render.seconds(t.limit_s)}"
-                     for t in (Target.of(k, v) for k, v in self.targets.items())
-                     if (v := run.at_least(t.metric, t.percentile)) > t.limit_s]
+                     for t, v in self._at_least(run) if v > t.limit_s]
             return "; ".join(parts) + f" (run stopped at {render.seconds(run.stopped_s)}, once certain)"
         parts = []
         if self.falls_behind:
