@@ -112,9 +112,9 @@ class Scheduler:
             self.free += int(self.r_pages[f])
             st[:, f:N - 1] = st[:, f + 1:N]
         else:
-            self.finish[self.r_id[:N][fin]] = self.clock
-            self.free += int(_sum(self.r_pages[:N][fin]))
-            st[:, :N - done] = st[:, :N][:, ~fin]
+            self.finish[self.r_id[:N].compress(fin)] = self.clock  # compress: bool indexing, faster
+            self.free += int(_sum(self.r_pages[:N].compress(fin)))
+            st[:, :N - done] = st[:, :N].compress(~fin, axis=1)
         self.completed += done
         self.N = N = N - done
         self.low = int(_min(self.r_rem[:N])) if N else 0
@@ -178,8 +178,12 @@ class Scheduler:
         n_dec = 0 if only_prefill else self.N - self.n_prefill  # decoding this step: the first n_dec
         m = 1 if self.unit else self.timer.emits(self.j)  # tokens each decoding request emits
         if n_dec and not self.reserve:
-            need = self._page_need(r_kv[:n_dec], m)
-            n_need = int(np.count_nonzero(need)) if m == 1 else int(_sum(need))
+            if m == 1:  # _page_need's one-token case, inline: the scheduler's usual step
+                need = r_kv[:n_dec] % self.bs == 0
+                n_need = int(np.count_nonzero(need))
+            else:
+                need = self._page_need(r_kv[:n_dec], m)
+                n_need = int(_sum(need))
         else:
             need, n_need = None, 0
         if n_need > self.free:

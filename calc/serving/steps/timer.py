@@ -108,8 +108,7 @@ def _one(sm: StepModel, kv, chunk=(), past=(), rows: int = 1, decode_rows: int =
     dp, dr = r * s + N * r * (r + 1) / 2, s + N * r
     tokens = logit_rows = dtok = N * r
     dseq, cseq, ctok, cp, cr, cpr = N, 0.0, 0.0, 0.0, 0.0, 0.0
-    for c, p in zip(chunk, past, strict=True):
-        c, p = float(c), float(p)
+    for c, p in zip(chunk, past, strict=True):  # ints: the sums below are floats all the same
         tokens += c
         logit_rows += min(c, logits)
         pairs = c * p + c * (c + 1) / 2  # calc.serving.steps.stepmodel._pairs, no window
