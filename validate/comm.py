@@ -51,6 +51,9 @@ def loopback_interface() -> str:
 RENDEZVOUS_VARS = ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCH_DISTRIBUTED_DEBUG")
 
 
+LAUNCHER_ENV = "ROOFLINE_COMM_LAUNCHER"  # the launcher's pid, for its workers' watch_parent
+
+
 def worker_env(world_size: int, backend: str, store: str | Path) -> dict[str, str]:
     """The workers' environment: the world size, the FileStore's path, and gloo (and NCCL's
     bootstrap) bound to the loopback interface by name, so that no worker resolves a host name
@@ -59,7 +62,7 @@ def worker_env(world_size: int, backend: str, store: str | Path) -> dict[str, st
     env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS_VARS}
     return {**env, "WORLD_SIZE": str(world_size), "ROOFLINE_COMM_STORE": str(store),
             "GLOO_SOCKET_IFNAME": lo, "NCCL_SOCKET_IFNAME": lo, "TP_SOCKET_IFNAME": lo,
-            "ROOFLINE_COMM_BACKEND": backend, "OMP_NUM_THREADS": "1"}
+            "ROOFLINE_COMM_BACKEND": backend, "OMP_NUM_THREADS": "1", LAUNCHER_ENV: str(os.getpid())}
 
 
 def socket_addresses() -> list[str]:
@@ -109,8 +112,11 @@ def _time_op(fn, repeats: int, sync) -> float:
 
 def watch_parent(folder: str, every_s: float = 0.2) -> threading.Thread:
     """A worker outlives no launcher: once its parent is gone (a SIGKILLed validate-comm, which
-    can clean up nothing), the worker removes the run's temporary folder and exits."""
-    parent = os.getppid()
+    can clean up nothing), the worker removes the run's temporary folder and exits. The parent is
+    the launcher that `worker_env` names, not whichever process is the parent when the worker gets
+    here: a launcher killed while a slow worker was still importing has already handed it to init,
+    and a watch of that new parent would never end."""
+    parent = int(os.environ.get(LAUNCHER_ENV) or os.getppid())
 
     def watch():
         while os.getppid() == parent:

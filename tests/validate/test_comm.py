@@ -145,3 +145,23 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def test_a_worker_started_after_its_launcher_died_exits(tmp_path):
+    """A worker whose launcher was killed before the worker began to watch (a slow import on a
+    loaded machine: it was reparented first) still notices: it watches the launcher the
+    environment names, not the parent it finds. Before, it watched its new parent forever."""
+    import os
+    import time
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    code = ("import sys, time; from validate.comm import watch_parent; watch_parent(sys.argv[1], 0.05); "
+            "time.sleep(60)")
+    # the worker's parent is this process; the launcher it is told of is another (this one's parent)
+    env = {**os.environ, "ROOFLINE_COMM_LAUNCHER": str(os.getppid())}
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, "-c", code, str(folder)], cwd=ROOT, env=env, timeout=50)
+    assert time.time() - t0 < 30, "the worker slept on: it never saw its launcher gone"
+    assert proc.returncode == 1
+    assert not folder.exists()
