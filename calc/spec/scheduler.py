@@ -17,9 +17,9 @@ the engine (``gpu_memory_utilization`` for vLLM, ``mem_fraction_static`` for SGL
     prefill                 mixed: prefill chunks share steps with every decode; prefill_first: a
                             step with prefill work carries no decodes; one_at_a_time: prefill_first,
                             one prompt per step; batched: each iteration prefills every prompt waiting
-                            at its start (in steps of the token budget, no decodes), then one decode
-                            step of every running request samples the new ones' first tokens
-                            (TurboMind before v0.1.0)
+                            at its start but its last token (in steps of the token budget, no
+                            decodes), then one decode step of every running request takes those last
+                            tokens and samples the new ones' first tokens (TurboMind before v0.1.0)
     chunked_prefill         a prompt may be split over steps (else it runs whole; one longer than
                             the budget runs alone, in budget-sized pieces)
     unchunked_prefill       the prefill policy when chunked_prefill is false (None: prefill's): vLLM's

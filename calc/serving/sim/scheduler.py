@@ -59,6 +59,9 @@ class Scheduler:
         # no iteration under way), and the prefilled ones whose first token the next decode step samples
         self.quota: int | None = None
         self.pending: list[int] = []
+        # prompt tokens left to the decode step: TurboMind's context pass prefills all but the last,
+        # which the iteration's decode step takes (a one-token prompt has no prefill at all)
+        self.by_decode = 1 if self.policy == "batched" else 0
         # running batch: id, cached tokens, tokens left to generate, pages, prefill done, prefill target
         self.N = 0
         # the six are rows of one array (views), so finishing requests compacts them in one call
@@ -137,13 +140,14 @@ class Scheduler:
         return i
 
     def _target(self, i: int) -> int:
-        """Tokens to prefill: the prompt, plus the generated tokens after a preemption."""
-        return self.T[i] + self.gen[i]
+        """Tokens to prefill: the prompt, plus the generated tokens after a preemption, less the
+        last, which the batched policy's decode step takes."""
+        return self.T[i] + self.gen[i] - self.by_decode
 
     def _admit_pages(self, i: int) -> int:
-        """Pages request i takes when admitted: its prompt's, or (preemption "none": the engine
+        """Pages request i takes when admitted: its prefill's, or (preemption "none": the engine
         reserves to completion) its final context's, T + G - 1 positions."""
-        held = self._target(i) + (self.G[i] - self.gen[i] - 1 if self.reserve else 0)
+        held = self.T[i] + self.G[i] - 1 if self.reserve else self._target(i)
         return -(-held // self.bs) - self.shared_pages
 
     def _extra_s(self, tokens, prefill: bool = False) -> float:
@@ -245,10 +249,15 @@ class Scheduler:
                 self.quota = None
                 self.pending.clear()
             return
-        dt, shares = self.timer.one(r_kv[:n_dec], chunk, past)
-        self._tally(dt, *shares)
-        self.clock += dt + self._extra_s(n_dec + sum(chunk), bool(chunk)) if self.eager_s else dt
-        self.steps += 1
+        work, wpast = chunk, past
+        if 0 in chunk:  # a prompt with nothing to prefill (batched: one token, left to the decode step)
+            work = [c for c in chunk if c]
+            wpast = [d for c, d in zip(chunk, past, strict=True) if c]
+        if n_dec or work:
+            dt, shares = self.timer.one(r_kv[:n_dec], work, wpast)
+            self._tally(dt, *shares)
+            self.clock += dt + self._extra_s(n_dec + sum(work), bool(work)) if self.eager_s else dt
+            self.steps += 1
         if n_dec:  # the decode tokens (each at most what its request still needs) and their new pages
             rem = self.r_rem[:n_dec]
             self.out_tokens += n_dec if m == 1 else int(_sum(np.minimum(m, np.maximum(rem, 0))))

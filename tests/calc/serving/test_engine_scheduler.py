@@ -45,29 +45,42 @@ def _decode_s(rep: Replica, *contexts: int) -> float:
 
 
 def test_batched_iteration_samples_first_tokens_after_every_prefill():
-    """TurboMind before v0.1.0: an iteration prefills every waiting prompt, in sub-batches of the
-    budget, then one decode step samples all their first tokens. A burst of 4 prompts of 2048
-    tokens, budget 4096: two sub-batches of two, then a decode step of 4 at context 2048, so every
-    TTFT = 2 x t(2048 + 2048) + t_decode(4 x 2048); G = 2: the next decode step finishes them."""
+    """TurboMind before v0.1.0: an iteration prefills every waiting prompt but its last token, in
+    sub-batches of the budget, then one decode step takes the last prompt tokens and samples all
+    their first tokens. A burst of 4 prompts of 2048 tokens, budget 4096: two sub-batches of two
+    2047-token prefills, then a decode step of 4 at context 2047, so every
+    TTFT = 2 x t(2047 + 2047) + t_decode(4 x 2047); G = 2: the next decode step finishes them."""
     rep = _rep(Serving(prefill="batched", max_batched_tokens=4096, chunked_prefill=False))
     sim = simulate(rep, np.full(4, 2048), np.full(4, 2), burst=True)
-    ttft = 2 * _prefill_s(rep, 2048, 2048) + _decode_s(rep, 2048, 2048, 2048, 2048)
+    ttft = 2 * _prefill_s(rep, 2047, 2047) + _decode_s(rep, 2047, 2047, 2047, 2047)
     assert sim.ttft_s == pytest.approx([ttft] * 4, rel=1e-9)
-    assert sim.e2e_s == pytest.approx([ttft + _decode_s(rep, 2049, 2049, 2049, 2049)] * 4, rel=1e-9)
+    assert sim.e2e_s == pytest.approx([ttft + _decode_s(rep, 2048, 2048, 2048, 2048)] * 4, rel=1e-9)
+
+
+def test_batched_iteration_leaves_the_last_prompt_token_to_the_decode_step():
+    """TurboMind v0.1.0a1's ContextDecode prefills a prompt's first N - 1 tokens ("skip last input
+    token (will process with decoder later)"): a 128-token prompt alone has
+    TTFT = t(prefill 127) + t_decode(context 127), and a one-token prompt no prefill at all,
+    TTFT = t_decode(context 0) (before: a 1-token prefill, then a decode step at context 1)."""
+    rep = _rep(Serving(prefill="batched", max_batched_tokens=4096, chunked_prefill=False))
+    for T, ttft in ((128, _prefill_s(rep, 127) + _decode_s(rep, 127)), (1, _decode_s(rep, 0))):
+        sim = simulate(rep, np.array([T]), np.array([3]), concurrency=1)
+        assert sim.ttft_s == pytest.approx([ttft], rel=1e-9), T
+        assert sim.e2e_s == pytest.approx([ttft + _decode_s(rep, T) + _decode_s(rep, T + 1)], rel=1e-9), T
 
 
 def test_batched_iteration_admits_only_the_prompts_waiting_at_its_start():
     """Two requests: the first at t = 0, the second arriving while the first prefills. The first
-    iteration prefills only the first prompt, then its decode step samples its token; the second
-    waits for the next iteration: TTFT_2 counts from its arrival to the end of
-    t1 + t_decode(2048) + t1 + t_decode(2049, 2048)."""
+    iteration prefills only the first prompt (less its last token, t1 = t(2047)), then its decode
+    step samples its token; the second waits for the next iteration: TTFT_2 counts from its
+    arrival to the end of t1 + t_decode(2047) + t1 + t_decode(2048, 2047)."""
     rep = _rep(Serving(prefill="batched", max_batched_tokens=4096, chunked_prefill=False))
-    t1 = _prefill_s(rep, 2048)
+    t1 = _prefill_s(rep, 2047)
     arrive = np.array([0.0, t1 / 2])
     sim = simulate(rep, np.full(2, 2048), np.full(2, 3), rate_per_s=1.0, gaps=arrive)
-    first_1 = t1 + _decode_s(rep, 2048)
+    first_1 = t1 + _decode_s(rep, 2047)
     assert sim.first_token_s[0] == pytest.approx(first_1, rel=1e-9)
-    assert sim.first_token_s[1] == pytest.approx(first_1 + t1 + _decode_s(rep, 2049, 2048), rel=1e-9)
+    assert sim.first_token_s[1] == pytest.approx(first_1 + t1 + _decode_s(rep, 2048, 2047), rel=1e-9)
 
 
 def test_chunked_mixed_packs_four_prompts_per_step():
