@@ -235,7 +235,7 @@ def resolve(run: Run, options: Conditions, memo: dict | None = None) -> Scenario
     if run.format == "vllm-latency" and "e2e_mean_s" in measured:
         measured["output_tokens_per_s"] = batch * float(outputs[0]) / measured["e2e_mean_s"]
         notes.append("output tok/s = batch x output_len / avg_latency (as published tables quote it)")
-    serving = _serving(engine, hardware, options, side, side_path or hint, cond.get("max_num_seqs"))
+    serving = _serving(engine, hardware, options, side, side_path or hint, cond.get("max_num_seqs"), tp)
     if run.load in ("rate", "burst") and not (options.max_num_seqs or side.max_num_seqs or options.engine_args
                                               or side.engine_args):
         cap = serving.max_num_seqs
@@ -258,13 +258,15 @@ def _scheduler_preset(engine: str):
 
 
 def _serving(engine: str, hardware: str, options: Conditions, side: Conditions, side_where: str,
-             file_seqs: int | None = None) -> Serving:
-    """The run's scheduler: the preset's on the run's GPU, then the running cap the result file
-    records (trtllm-bench's max batch size, LMDeploy's bs), then the sidecar's engine_args and
-    max_num_seqs, then the options' (each problem a one-line error naming where it came from)."""
+             file_seqs: int | None = None, tp: int = 1) -> Serving:
+    """The run's scheduler: the preset's on the run's GPU (at its version and TP), then the running
+    cap the result file records (trtllm-bench's max batch size, LMDeploy's bs), then the sidecar's
+    engine_args and max_num_seqs, then the options' (each problem a one-line error naming where it
+    came from)."""
     preset = _scheduler_preset(engine)
     hw = load_hardware(hardware)
-    base = resolve_serving(preset, hw.name, hw.memory_gb, version=options.engine_version or side.engine_version)
+    base = resolve_serving(preset, hw.name, hw.memory_gb, version=options.engine_version or side.engine_version,
+                           tp=tp)
     others = engine_arg_names()
     family_name = preset.name.removesuffix("-fit")
     upd: dict[str, Any] = {} if file_seqs is None else {"max_num_seqs": int(file_seqs)}

@@ -168,7 +168,7 @@ def _version_rules() -> str:
     """The presets' by_version rules in words: "vllm before 0.8.0: unchunked_prefill prefill_first"."""
     from calc.spec.engine import engines
 
-    return "; ".join(f"{name} before {r.before}: " + ", ".join(f"{k} {v}" for k, v in r.set.items())
+    return "; ".join(f"{name} {r.when()}: " + ", ".join(f"{k} {v}" for k, v in r.set.items())
                      for name, preset in engines().items() for r in preset.by_version) or "none"
 
 

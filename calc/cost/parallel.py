@@ -167,14 +167,17 @@ def all_to_all(per_gpu_bytes, n: int) -> tuple[np.ndarray, float]:
 
 
 def sharded_weight_bytes(model: ModelSpec, weight_bytes_per_param: float, base_bytes: float,
-                         par: Parallel) -> float:
+                         par: Parallel, attention_tp: int | None = None) -> float:
     """Weights held by the busiest GPU: its stage's layers (ceil(L / PP)) sharded by TP,
     plus the vocab-parallel embedding and lm_head (V*H / TP each, on the first and last
     stage; both on one GPU when PP = 1). Replicated pieces: norms, MoE routers, MLA's
     down projections, and K/V projections when TP > Hkv. The weights the checkpoint
     quantises (ModelSpec.quantized_params: matmul matrices, or the experts' alone) take
-    ``weight_bytes_per_param``; biases, norms, sinks and the rest take ``base_bytes``."""
-    a, H, tp = model.attention, model.hidden_size, par.tp
+    ``weight_bytes_per_param``; biases, norms, sinks and the rest take ``base_bytes``.
+    ``attention_tp``: the TP degree of the attention, embedding and lm_head where it is not the
+    MLPs' (1 under data-parallel attention: every rank holds them whole)."""
+    a, H, mlp_tp = model.attention, model.hidden_size, par.tp
+    tp = par.tp if attention_tp is None else attention_tp  # the attention's and the vocab's
     if a.kind == "mla":
         rq, rkv, dn, dr, dv, Hq = (a.q_lora_rank, a.kv_lora_rank, a.qk_nope_head_dim, a.qk_rope_head_dim,
                                    a.v_head_dim, a.num_heads)
@@ -187,8 +190,8 @@ def sharded_weight_bytes(model: ModelSpec, weight_bytes_per_param: float, base_b
         attn_rest = (model.attention_params() - model.attention_matrix_params()) / tp
     moe_layers = model.moe_layers
     n_moe = int(moe_layers.sum())
-    dense = model.mlp_matrix_params() / tp
-    dense_rest = (model.mlp_params() - model.mlp_matrix_params()) / tp
+    dense = model.mlp_matrix_params() / mlp_tp
+    dense_rest = (model.mlp_params() - model.mlp_matrix_params()) / mlp_tp
     moe = moe_rest = router = 0.0
     if model.moe is not None:
         m = model.moe
@@ -198,8 +201,8 @@ def sharded_weight_bytes(model: ModelSpec, weight_bytes_per_param: float, base_b
         gate = H if m.shared_expert_gate else 0  # a matmul, counted in shared_experts
         experts_bias = (b["routed_experts"] + b["shared_experts"]) / n_moe - experts - gate
         router = H * m.num_experts + gate  # replicated matrices
-        moe = experts / tp
-        moe_rest = experts_bias / tp + b["router"] / n_moe - H * m.num_experts  # + the router's bias
+        moe = experts / mlp_tp
+        moe_rest = experts_bias / mlp_tp + b["router"] / n_moe - H * m.num_experts  # + the router's bias
     if model.quantized == "experts":  # attention, router and dense MLPs stay unquantized
         attn_rest, attn = attn_rest + attn, 0.0
         dense_rest, dense = dense_rest + dense, 0.0

@@ -35,6 +35,12 @@ the engine (``gpu_memory_utilization`` for vLLM, ``mem_fraction_static`` for SGL
                             kernel eagerly (the simulator's steps, and `estimate`'s prefill)
     moe_kernel              the routed experts' kernel family the run had, a name from the preset's
                             moe_kernels (older builds, by version); None: the chip's grouped GEMM
+    dp_attention            attention data-parallel over the TP ranks (SGLang --enable-dp-attention,
+                            dp_size = tp_size): each rank holds the whole attention, embedding and
+                            lm_head weights and the KV of its own requests (dispatched round-robin),
+                            so the replica's KV pages are TP x one rank's. Modelled: that memory.
+                            Not modelled: each rank's attention over its own tokens alone and the
+                            ranks' lock-step (steps are costed as TP over all tokens)
 
 Resolution (``resolve_serving``): these defaults < the preset's ``scheduler`` < its ``by_memory``
 rules for the GPU < its ``by_version`` rules for the engine's version (where one is known) < the
@@ -71,6 +77,7 @@ class Serving(SpecModel):
     eager_launch_us: float = Field(default=0.0, ge=0, le=lim.MAX_OVERHEAD_US)
     graph_prefill: bool = True
     moe_kernel: str | None = Field(default=None, min_length=1, max_length=80)
+    dp_attention: bool = False
 
     @property
     def policy(self) -> str:
@@ -99,18 +106,26 @@ class EngineArg(SpecModel):
     scale: float = Field(default=1.0, gt=0)
 
 
-class MemoryRule(SpecModel):
-    """Scheduler values an engine picks by the GPU's memory (GB) and name."""
+class _MemoryRange(SpecModel):
+    """A rule's range of GPU memory (GB, as the device reports it): min <= memory < max."""
 
     min_memory_gb: float = Field(default=0.0, ge=0)
     max_memory_gb: float = Field(default=lim.MAX_MEMORY_GB, gt=0)
+
+    def in_range(self, memory_gb: float) -> bool:
+        return self.min_memory_gb <= memory_gb < self.max_memory_gb
+
+
+class MemoryRule(_MemoryRange):
+    """Scheduler values an engine picks by the GPU's memory (GB) and name."""
+
     names: list[str] = Field(default_factory=list)  # only GPU names containing one of these (empty: any)
     exclude: list[str] = Field(default_factory=list)  # GPU names containing one of these are left out
     set: dict[str, Any]
 
     def applies(self, hw_name: str, memory_gb: float) -> bool:
         name = hw_name.lower()
-        return (self.min_memory_gb <= memory_gb < self.max_memory_gb
+        return (self.in_range(memory_gb)
                 and (not self.names or any(s in name for s in self.names))
                 and not any(s in name for s in self.exclude))
 
@@ -130,22 +145,38 @@ def version_key(text: str) -> tuple | None:
     return (*release[:4], *pre)
 
 
-class VersionRule(SpecModel):
-    """Scheduler values an engine had before a named version (its source at that version cited)."""
+class VersionRule(_MemoryRange):
+    """Scheduler values an engine had before a named version, and from ``since`` on where given
+    (its source at those versions cited), where those versions chose them by the GPU's memory (GB)
+    or the run's tensor-parallel degree (``min_tp``): a rule applies on GPUs in its memory range at
+    TP >= min_tp. A version is known only for a benchmark run, whose TP is known too."""
 
     before: str
+    since: str | None = None
+    min_tp: int = Field(default=1, ge=1, le=lim.MAX_PARALLEL)
     set: dict[str, Any]
 
-    @field_validator("before")
+    @field_validator("before", "since")
     @classmethod
-    def _parses(cls, v: str) -> str:
-        if version_key(v) is None:
+    def _parses(cls, v: str | None) -> str | None:
+        if v is not None and version_key(v) is None:
             raise ValueError(f"{v!r} is not a version (expected numbers such as 0.1.0)")
         return v
 
-    def applies(self, version: str | None) -> bool:
+    def when(self) -> str:
+        """The rule's conditions in words: "from 0.4.1 before 0.4.6, below 26.21 GB, at TP >= 4"."""
+        out = (f"from {self.since} " if self.since else "") + f"before {self.before}"
+        if self.min_memory_gb > 0:
+            out += f", from {self.min_memory_gb:g} GB"
+        if self.max_memory_gb < lim.MAX_MEMORY_GB:
+            out += f", below {self.max_memory_gb:g} GB"
+        return out + (f", at TP >= {self.min_tp}" if self.min_tp > 1 else "")
+
+    def applies(self, version: str | None, memory_gb: float = 0.0, tp: int = 1) -> bool:
         key = version_key(version) if version else None
-        return key is not None and key < version_key(self.before)
+        return (key is not None and key < version_key(self.before)
+                and (self.since is None or key >= version_key(self.since))
+                and self.in_range(memory_gb) and tp >= self.min_tp)
 
 
 def _field_problem(field: str, value: Any) -> str | None:
@@ -222,10 +253,11 @@ def moe_kernel_of(known: dict, name: str | None, where: object = "serving"):
 def resolve_serving(preset, hw_name: str = "", memory_gb: float = 0.0, block: Serving | None = None,
                     engine_args: dict | None = None, where: object = "engine_args",
                     prefix: str = "engine_args", others: dict[str, dict] | None = None,
-                    version: str | None = None) -> Serving:
+                    version: str | None = None, tp: int = 1) -> Serving:
     """The scheduler a replica runs (see the module docstring for the order). ``preset``: an
     EngineSpec or None (the class defaults); ``block``: a workload's ``serving:`` (its set keys count);
-    ``version``: the engine's version, where known (a benchmark run's), for the preset's by_version rules."""
+    ``version``: the engine's version, where known (a benchmark run's), and ``tp`` the run's
+    tensor-parallel degree, for the preset's by_version rules."""
     values: dict[str, Any] = {}
     if preset is not None:
         sched = preset.scheduler
@@ -233,8 +265,8 @@ def resolve_serving(preset, hw_name: str = "", memory_gb: float = 0.0, block: Se
         for rule in preset.by_memory:
             if rule.applies(hw_name, memory_gb):
                 values.update(rule.set)
-        for vrule in preset.by_version:
-            if vrule.applies(version):
+        for vrule in preset.by_version:  # in order: a later rule that applies wins
+            if vrule.applies(version, memory_gb, tp):
                 values.update(vrule.set)
     if block is not None:
         values.update(block.model_dump(include=block.model_fields_set))

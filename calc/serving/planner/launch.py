@@ -34,6 +34,7 @@ ASSUMES = {
     "prefill": "prefill policy: chunks mixed with decodes, or prefill steps first",
     "preemption": "out of KV pages: recompute a request later, or reserve its pages to completion",
     "graph_max_batch": "CUDA graphs up to this many tokens per step; larger steps launch eagerly",
+    "dp_attention": "attention data-parallel over the TP ranks: each rank caches its own requests' KV",
 }
 
 
@@ -195,6 +196,7 @@ def _sglang(rep, R, max_len, args, fields) -> Launch:
         return f"--{k.replace('_', '-')}"
 
     mixed = args.pop("enable_mixed_chunk", False)
+    dp = args.pop("enable_dp_attention", False)
     flags = [Flag("--model-path", model_id(rep.model), "the model"), Flag("--tp-size", rep.tp, "TP degree"),
              Flag("--pp-size", rep.pp, "PP degree"), Flag("--context-length", max_len,
                                                           "the longest request's positions (prompt + output)")]
@@ -203,6 +205,8 @@ def _sglang(rep, R, max_len, args, fields) -> Launch:
     flags += _sched_flags(args, fields, spell)
     if mixed:
         flags.append(Flag("--enable-mixed-chunk", None, ASSUMES["prefill"] + ": mixed"))
+    if dp:
+        flags.append(Flag("--enable-dp-attention", None, ASSUMES["dp_attention"]))
     dflags, notes = _dtype_notes(rep.dt, rep.model, "--quantization", ("--kv-cache-dtype", "fp8_e4m3"), "SGLang")
     flags += dflags
     if rep.speculative is not None:

@@ -13,12 +13,15 @@ chunk of max_batched_tokens in one pass, as the engine's profiling run measures 
 calc.cost.memory.activation_peak_bytes). Pages hold every
 position of every layer (sliding-window layers are not reclaimed). A PP replica runs PP
 engines (one micro-batch each in flight, as vLLM's virtual engines), each with 1/PP of the pages.
+Under data-parallel attention (Serving.dp_attention) every TP rank holds the whole attention,
+embedding and lm_head weights and caches its own requests' KV, so the replica has TP x one rank's
+pages (its requests dispatched round-robin, the ranks' pages pooled).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -48,6 +51,7 @@ class KVBudget:
     engines: int = 1  # PP engines (micro-batches in flight) the pages are split between
     share_of: str = "total"  # what ``utilization`` is a share of: total, static or free memory
     max_tokens: int | None = None  # the scheduler's kv_tokens: the engine keeps at most this many
+    ranks: int = 1  # data-parallel attention ranks, each with these pages for its own requests
 
     @property
     def usable_bytes(self) -> float:
@@ -75,11 +79,12 @@ class KVBudget:
     @property
     def pages(self) -> int:
         """Pages of one engine (all of them when PP = 1): what the share leaves, at most
-        ``max_tokens`` worth (whole pages) where the scheduler caps the cache."""
+        ``max_tokens`` worth (whole pages) where the scheduler caps the cache, times the
+        data-parallel attention ranks (each caps its own)."""
         pages = max(int(math.floor(self.kv_bytes / self.page_bytes)), 0)
         if self.max_tokens is not None:
             pages = min(pages, self.max_tokens // self.block_size)
-        return pages // self.engines
+        return pages // self.engines * self.ranks
 
     @property
     def fits(self) -> bool:
@@ -116,14 +121,19 @@ class KVBudget:
 def kv_budget(model: ModelSpec, hw: HardwareSpec, dt: Dtypes, par: Parallel, serving: Serving,
               attention: str = "fused", draft: Draft | None = None) -> KVBudget:
     """``draft`` (speculative decoding): its weights join the target's, and its KV per position
-    the target's (a page holds both models' KV for its positions)."""
-    weights = sharded_weight_bytes(model, dt.weight_bytes_per_param(), DTYPE_BYTES[dt.unquantized(model)], par)
+    the target's (a page holds both models' KV for its positions). ``serving.dp_attention``: the
+    attention, embedding and lm_head whole on every rank, each rank's KV its own requests' whole
+    (all heads), and TP ranks' pages."""
+    dp = serving.dp_attention and par.tp > 1
+    attn_tp = 1 if dp else None
+    weights = sharded_weight_bytes(model, dt.weight_bytes_per_param(), DTYPE_BYTES[dt.unquantized(model)], par,
+                                   attention_tp=attn_tp)
     n = float(serving.max_batched_tokens)
     ops = pass_ops(model, Pass(np.float64(1.0), np.float64(n), np.float64(0.0), "prefill"), dt, attention, par)
     workspace = float(activation_peak_bytes(model, 1.0, n, ops, dt, chunk=None))  # the engine profiles its whole budget
-    per_token = model.kv_bytes_per_token(dt.kv) * kv_share_per_gpu(model, par)
+    per_token = model.kv_bytes_per_token(dt.kv) * kv_share_per_gpu(model, replace(par, tp=1) if dp else par)
     if draft is not None:
         weights += draft.weight_bytes
         per_token += draft.kv_bytes_per_token()
     return KVBudget(hw.memory_bytes, serving.gpu_memory_utilization, weights, workspace, per_token,
-                    serving.block_size, par.pp, serving.kv_share_of, serving.kv_tokens)
+                    serving.block_size, par.pp, serving.kv_share_of, serving.kv_tokens, par.tp if dp else 1)

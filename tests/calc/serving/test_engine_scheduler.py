@@ -286,3 +286,38 @@ def test_phases_split_warmup_steady_and_drain():
     assert (ph.warmup_requests, ph.steady_requests, ph.drain_requests) == (5, 90, 5)
     assert ph.warmup_s == pytest.approx(a[5]) and ph.steady_s == pytest.approx(a[94] - a[5])
     assert ph.drain_s == pytest.approx(sim.finish_s.max() - a[94]) and ph.steady
+
+
+def test_dp_attention_caches_each_ranks_requests_and_holds_the_attention_whole():
+    """SGLang --enable-dp-attention (Serving.dp_attention; engines.yaml sglang, sglang_dp): each TP
+    rank holds the attention, embedding and lm_head whole and caches its own requests' KV at every
+    head, so the replica has TP x one rank's pages. Llama-3.1-8B (config.json: hidden 4096, 32 layers,
+    32 query / 8 KV heads of 128, vocab 128256, untied embeddings) in bf16 at TP 2:
+      attention matrices per layer: q, o 4096 x 4096 and k, v 4096 x 1024 = 41,943,040 params;
+      the rank holds the other half of 32 layers' and of the two vocab matrices (2 x 128256 x 4096):
+      (32 x 41,943,040 + 2 x 525,336,576) / 2 params x 2 bytes more;
+      KV per token and rank: 2 (K, V) x 32 layers x 8 heads x 128 x 2 bytes = 131,072 (TP2: half)."""
+    from calc.cost.parallel import Parallel
+    from calc.serving.replica.kvbudget import kv_budget
+
+    hw = load_hardware("h100-sxm").with_engine("sglang")
+    base = dict(gpu_memory_utilization=0.85, kv_share_of="static", block_size=1, max_batched_tokens=8192)
+    tp2 = kv_budget(MODEL, hw, DT, Parallel(2), Serving(**base))
+    dp = kv_budget(MODEL, hw, DT, Parallel(2), Serving(**base, dp_attention=True))
+    assert dp.weights_bytes - tp2.weights_bytes == pytest.approx((32 * 41_943_040 + 2 * 525_336_576) / 2 * 2)
+    assert (tp2.kv_bytes_per_token, dp.kv_bytes_per_token) == (65_536, 131_072)
+    assert dp.pages == 2 * int(dp.kv_bytes // 131_072)
+    assert kv_budget(MODEL, hw, DT, Parallel(1), Serving(**base, dp_attention=True)).pages == \
+        kv_budget(MODEL, hw, DT, Parallel(1), Serving(**base)).pages  # one rank: nothing changes
+
+
+def test_dp_attention_is_sglangs_argument_and_its_launch_flag():
+    from calc.spec.engine import engines
+    from calc.spec.scheduler import engine_args_of, resolve_serving
+
+    preset, hw = engines()["sglang"], load_hardware("h200")
+    on = resolve_serving(preset, hw.name, hw.memory_gb, engine_args={"enable_dp_attention": "true"})
+    off = resolve_serving(preset, hw.name, hw.memory_gb)
+    assert (on.dp_attention, off.dp_attention) == (True, False)
+    assert engine_args_of(preset, on)["enable_dp_attention"] is True
+    assert engine_args_of(preset, off)["enable_dp_attention"] is False

@@ -75,6 +75,9 @@ def test_sglang_and_trtllm_names():
     assert f["--mem-fraction-static"] == f"{r.serving.gpu_memory_utilization:g}"
     assert f["--chunked-prefill-size"] == str(r.serving.max_batched_tokens)
     assert ("--enable-mixed-chunk" in f) == (r.serving.prefill == "mixed")
+    assert "--enable-dp-attention" not in f  # a switch: only when the scheduler has it on
+    dp = Replica(r.model, r.hw, 2, 64, r.dt, r.serving.model_copy(update={"dp_attention": True}))
+    assert "--enable-dp-attention" in _flags(launch(dp, 1, 4096))
     t = _rep("trtllm", kv="fp8")
     cmd = launch(t, 1, 4096)
     f = _flags(cmd)

@@ -145,6 +145,40 @@ def test_by_version_rule_gives_an_old_engine_its_scheduler():
         assert resolve_serving(preset, hw.name, hw.memory_gb, version=version).prefill == preset.scheduler.prefill
 
 
+def test_version_rules_bound_versions_memory_and_tp():
+    """A rule applies from ``since`` up to ``before`` (exclusive), on GPUs in its memory range, at TP
+    >= min_tp; without a version nothing applies."""
+    from calc.spec.scheduler import VersionRule
+
+    r = VersionRule(since="0.4.1", before="0.4.6", max_memory_gb=26.21, min_tp=4, set={})
+    assert r.applies("0.4.1", 24.0, 4) and r.applies("0.4.5", 24.0, 8)
+    assert not r.applies("0.4.0", 24.0, 4)  # before since
+    assert not r.applies("0.4.6", 24.0, 4)  # at before
+    assert not r.applies("0.4.3", 26.21, 4)  # memory range excludes its top
+    assert not r.applies("0.4.3", 24.0, 2)  # TP below min_tp
+    assert not r.applies(None, 24.0, 4)
+
+
+def test_sglang_04x_runs_get_that_versions_defaults():
+    """SGLang 0.4.1-0.4.5 chose its defaults by TP and memory (engines.yaml sglang, sglang_04x, from
+    the wheels' server_args.py): on an H200 (>= 25,000 MiB) at TP 8, mem_fraction_static 0.81,
+    chunked_prefill_size 8192, cuda_graph_max_bs 160; on an L4 (24 GB, below 25,000 MiB) at TP 1,
+    0.88, 2048 and 8, at TP 4 0.85, 2048 and 80. A run of 0.5.7, or of no known version, keeps the
+    preset's own values."""
+    preset = engines()["sglang"]
+    h200, l4 = load_hardware("h200"), load_hardware("l4")
+
+    def at(hw, version, tp):
+        s = resolve_serving(preset, hw.name, hw.memory_gb, version=version, tp=tp)
+        return s.gpu_memory_utilization, s.max_batched_tokens, s.graph_max_batch
+
+    assert at(h200, "0.4.3.post2", 8) == (0.81, 8192, 160)
+    assert at(l4, "0.4.1", 1) == (0.88, 2048, 8)
+    assert at(l4, "0.4.5", 4) == (0.85, 2048, 80)
+    own = at(h200, None, 8)
+    assert at(h200, "0.5.7", 8) == own and own != (0.81, 8192, 160)
+
+
 def test_bad_by_version_rule_is_one_line(tmp_path):
     p = tmp_path / "e.yaml"
     base = (Path(__file__).resolve().parents[3] / "calc" / "data" / "engines.yaml").read_text()
