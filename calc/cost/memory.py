@@ -44,17 +44,21 @@ MAX_PASS_TOKENS = 8192
 
 
 def activation_peak_bytes(model: ModelSpec, batch, tokens_per_seq, ops: list[OpCost], dt: Dtypes,
-                          chunk: float | None = MAX_PASS_TOKENS) -> np.ndarray:
+                          chunk: float | None = MAX_PASS_TOKENS, moe_chunk: float | None = None) -> np.ndarray:
     """Peak live activations of one pass: the residual stream x[B*n, H] plus the largest
     operator's inputs and outputs (layers run one after another, so their activations
     are not held together), for at most ``chunk`` tokens: a longer prefill runs in chunks,
     and activations scale with the chunk's tokens (None: the whole pass at once, as an
-    engine's profiling pass at its token budget runs)."""
+    engine's profiling pass at its token budget runs). ``moe_chunk``: the routed experts take
+    at most that many tokens at a time (an engine's fused-MoE chunking), so theirs scale with it."""
     tokens = np.asarray(batch, float) * np.asarray(tokens_per_seq, float)
     residual = tokens * model.hidden_size * DTYPE_BYTES[dt.act]
     largest = np.float64(0.0)
     for op in ops:
-        largest = np.maximum(largest, op.act_read_bytes + op.act_write_bytes)
+        live = op.act_read_bytes + op.act_write_bytes
+        if moe_chunk is not None and op.name == "moe.experts":
+            live = live * np.minimum(1.0, moe_chunk / tokens)
+        largest = np.maximum(largest, live)
     peak = residual + largest
     return peak if chunk is None else peak * np.minimum(1.0, chunk / tokens)
 

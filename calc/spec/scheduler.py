@@ -35,6 +35,10 @@ the engine (``gpu_memory_utilization`` for vLLM, ``mem_fraction_static`` for SGL
                             kernel eagerly (the simulator's steps, and `estimate`'s prefill)
     moe_kernel              the routed experts' kernel family the run had, a name from the preset's
                             moe_kernels (older builds, by version); None: the chip's grouped GEMM
+    moe_chunk_tokens        tokens the fused-MoE kernel takes at a time (vLLM VLLM_FUSED_MOE_CHUNK_SIZE;
+                            None: a pass's all): a pass of more runs its routed experts in chunks, so
+                            their live activations, in the profiling pass that sizes the KV cache too,
+                            are a chunk's
     dp_attention            attention data-parallel over the TP ranks (SGLang --enable-dp-attention,
                             dp_size = tp_size): each rank holds the whole attention, embedding and
                             lm_head weights and the KV of its own requests (dispatched round-robin),
@@ -77,6 +81,7 @@ class Serving(SpecModel):
     eager_launch_us: float = Field(default=0.0, ge=0, le=lim.MAX_OVERHEAD_US)
     graph_prefill: bool = True
     moe_kernel: str | None = Field(default=None, min_length=1, max_length=80)
+    moe_chunk_tokens: int | None = Field(default=None, ge=1, le=lim.MAX_TOKENS)
     dp_attention: bool = False
 
     @property

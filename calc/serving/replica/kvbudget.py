@@ -130,7 +130,8 @@ def kv_budget(model: ModelSpec, hw: HardwareSpec, dt: Dtypes, par: Parallel, ser
                                    attention_tp=attn_tp)
     n = float(serving.max_batched_tokens)
     ops = pass_ops(model, Pass(np.float64(1.0), np.float64(n), np.float64(0.0), "prefill"), dt, attention, par)
-    workspace = float(activation_peak_bytes(model, 1.0, n, ops, dt, chunk=None))  # the engine profiles its whole budget
+    # the engine profiles its whole budget in one pass (its fused MoE in chunks where it chunks)
+    workspace = float(activation_peak_bytes(model, 1.0, n, ops, dt, chunk=None, moe_chunk=serving.moe_chunk_tokens))
     per_token = model.kv_bytes_per_token(dt.kv) * kv_share_per_gpu(model, replace(par, tp=1) if dp else par)
     if draft is not None:
         weights += draft.weight_bytes

@@ -321,3 +321,38 @@ def test_dp_attention_is_sglangs_argument_and_its_launch_flag():
     assert (on.dp_attention, off.dp_attention) == (True, False)
     assert engine_args_of(preset, on)["enable_dp_attention"] is True
     assert engine_args_of(preset, off)["enable_dp_attention"] is False
+
+
+def test_a_chunked_fused_moe_profiles_a_chunks_activations():
+    """vLLM's fused_experts runs at most VLLM_FUSED_MOE_CHUNK_SIZE tokens at a time (engines.yaml
+    vllm, vllm_moe_chunk: 32768 in 0.7.3 and 0.8.0), so the profiling pass that sizes the KV cache
+    holds a chunk's expert activations. Mixtral-8x7B (config.json: hidden 4096, expert intermediate
+    14336, top-2) at a 65,536-token budget: the routed experts move n x 2 x (4096 + 2 x 14336) bf16
+    values in and n x 2 x (3 x 14336 + 4096) out, 65,536 x 2 x 79,872 x 2 B in all; chunked at
+    32,768 half of that, and the workspace (residual + the largest operator, the experts either
+    way) is that half smaller, the KV cache that much larger."""
+    from calc.cost.parallel import Parallel
+    from calc.serving.replica.kvbudget import kv_budget
+
+    mixtral = load_model("mixtral-8x7b")
+    dt = Dtypes.resolve(mixtral)
+    hw = load_hardware("h200").with_engine("vllm")
+    base = dict(max_batched_tokens=65_536, gpu_memory_utilization=0.9)
+    whole = kv_budget(mixtral, hw, dt, Parallel(1), Serving(**base))
+    chunked = kv_budget(mixtral, hw, dt, Parallel(1), Serving(**base, moe_chunk_tokens=32_768))
+    experts = 65_536 * 2 * (2 * 4096 + 5 * 14336) * 2
+    assert whole.workspace_bytes - chunked.workspace_bytes == pytest.approx(experts / 2, rel=1e-12)
+    assert chunked.kv_bytes - whole.kv_bytes == pytest.approx(experts / 2, rel=1e-12)
+    small = dict(max_batched_tokens=8192, gpu_memory_utilization=0.9)  # a budget under the chunk: no change
+    assert kv_budget(mixtral, hw, dt, Parallel(1), Serving(**small, moe_chunk_tokens=32_768)).pages == \
+        kv_budget(mixtral, hw, dt, Parallel(1), Serving(**small)).pages
+
+
+def test_vllm_07_and_08_chunk_their_fused_moe():
+    from calc.spec.engine import engines
+    from calc.spec.scheduler import resolve_serving
+
+    preset, hw = engines()["vllm"], load_hardware("h200")
+    chunk = {v: resolve_serving(preset, hw.name, hw.memory_gb, version=v, tp=8).moe_chunk_tokens
+             for v in ("0.7.3", "0.7.4.dev181", "0.8.0", "0.6.3", None)}
+    assert chunk == {"0.7.3": 32_768, "0.7.4.dev181": 32_768, "0.8.0": 32_768, "0.6.3": None, None: None}
