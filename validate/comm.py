@@ -116,7 +116,8 @@ def watch_parent(folder: str, every_s: float = 0.2) -> threading.Thread:
     the launcher that `worker_env` names, not whichever process is the parent when the worker gets
     here: a launcher killed while a slow worker was still importing has already handed it to init,
     and a watch of that new parent would never end."""
-    parent = int(os.environ.get(LAUNCHER_ENV) or os.getppid())
+    named = os.environ.get(LAUNCHER_ENV, "")
+    parent = int(named) if named.isdigit() else os.getppid()
 
     def watch():
         while os.getppid() == parent:

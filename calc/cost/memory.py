@@ -52,15 +52,15 @@ def activation_peak_bytes(model: ModelSpec, batch, tokens_per_seq, ops: list[OpC
     engine's profiling pass at its token budget runs). ``moe_chunk``: the routed experts take
     at most that many tokens at a time (an engine's fused-MoE chunking), so theirs scale with it."""
     tokens = np.asarray(batch, float) * np.asarray(tokens_per_seq, float)
+    scale = 1.0 if chunk is None else np.minimum(1.0, chunk / tokens)  # the pass's chunk of its tokens
     residual = tokens * model.hidden_size * DTYPE_BYTES[dt.act]
     largest = np.float64(0.0)
     for op in ops:
         live = op.act_read_bytes + op.act_write_bytes
-        if moe_chunk is not None and op.name == "moe.experts":
-            live = live * np.minimum(1.0, moe_chunk / tokens)
+        if moe_chunk is not None and op.name == "moe.experts":  # a share of the pass's (chunk's) tokens
+            live = live * np.minimum(1.0, moe_chunk / (tokens * scale))
         largest = np.maximum(largest, live)
-    peak = residual + largest
-    return peak if chunk is None else peak * np.minimum(1.0, chunk / tokens)
+    return (residual + largest) * scale
 
 
 def kv_share_per_gpu(model: ModelSpec, par: Parallel) -> float:

@@ -234,7 +234,8 @@ def _slo_text(plan: Plan) -> str:
 
 _POLICY = {"mixed": "prefill chunks mixed with every decode", "prefill_first": "prefill steps first (decodes wait)",
            "one_at_a_time": "one prompt per prefill step (decodes wait)",
-           "batched": "each iteration prefills the waiting prompts, then one decode step samples their first tokens"}
+           "batched": "each iteration prefills the waiting prompts but their last tokens, then one decode step "
+                      "takes those and samples the first tokens"}
 
 
 def _engine_text(name: str, s) -> str:

@@ -42,9 +42,12 @@ the engine (``gpu_memory_utilization`` for vLLM, ``mem_fraction_static`` for SGL
     dp_attention            attention data-parallel over the TP ranks (SGLang --enable-dp-attention,
                             dp_size = tp_size): each rank holds the whole attention, embedding and
                             lm_head weights and the KV of its own requests (dispatched round-robin),
-                            so the replica's KV pages are TP x one rank's. Modelled: that memory.
-                            Not modelled: each rank's attention over its own tokens alone and the
-                            ranks' lock-step (steps are costed as TP over all tokens)
+                            so the replica's KV pages are TP x one rank's (a request's at most one
+                            rank's) and each rank replays its own CUDA graphs. Modelled: that memory
+                            and the graphs' cap per rank. Not modelled: each rank's attention over
+                            its own tokens alone, the ranks' lock-step, and SGLang 0.4.x halving each
+                            rank's chunked_prefill_size (steps are costed as TP over all tokens, the
+                            token budget the replica's); a shared prefix is cached once, not per rank
 
 Resolution (``resolve_serving``): these defaults < the preset's ``scheduler`` < its ``by_memory``
 rules for the GPU < its ``by_version`` rules for the engine's version (where one is known) < the
@@ -56,7 +59,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from calc.core import limits as lim
 from calc.core.errors import SpecError, suggest
@@ -96,10 +99,13 @@ class Serving(SpecModel):
         graphs hold decode-only steps, else 0."""
         return 0.0 if self.graph_prefill else self.eager_launch_us
 
-    def eager(self, tokens, prefill: bool = False) -> bool:
+    def eager(self, tokens, prefill: bool = False, ranks: int = 1) -> bool:
         """Whether a step of ``tokens`` (``prefill``: carrying prefill tokens) launches eagerly: past
-        the CUDA-graph cap, or with prefill under graphs of decode-only steps."""
-        return (self.graph_max_batch is not None and tokens > self.graph_max_batch) or (prefill and not self.graph_prefill)
+        the CUDA-graph cap, or with prefill under graphs of decode-only steps. ``ranks``: data-parallel
+        attention ranks the step's tokens are spread over, each with its own graphs (the busiest
+        holds ceil(tokens / ranks))."""
+        per_rank = tokens if ranks == 1 else -(-tokens // ranks)
+        return (self.graph_max_batch is not None and per_rank > self.graph_max_batch) or (prefill and not self.graph_prefill)
 
 
 class EngineArg(SpecModel):
@@ -112,13 +118,21 @@ class EngineArg(SpecModel):
 
 
 class _MemoryRange(SpecModel):
-    """A rule's range of GPU memory (GB, as the device reports it): min <= memory < max."""
+    """A rule's range of GPU memory (GB, the catalog's memory_gb): min <= memory < max (unbounded
+    above when max is not given)."""
 
     min_memory_gb: float = Field(default=0.0, ge=0)
-    max_memory_gb: float = Field(default=lim.MAX_MEMORY_GB, gt=0)
+    max_memory_gb: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _not_empty(self):
+        if self.max_memory_gb is not None and self.min_memory_gb >= self.max_memory_gb:
+            raise ValueError(f"min_memory_gb {self.min_memory_gb:g} >= max_memory_gb {self.max_memory_gb:g}: "
+                             "the rule never applies")
+        return self
 
     def in_range(self, memory_gb: float) -> bool:
-        return self.min_memory_gb <= memory_gb < self.max_memory_gb
+        return self.min_memory_gb <= memory_gb and (self.max_memory_gb is None or memory_gb < self.max_memory_gb)
 
 
 class MemoryRule(_MemoryRange):
@@ -168,12 +182,18 @@ class VersionRule(_MemoryRange):
             raise ValueError(f"{v!r} is not a version (expected numbers such as 0.1.0)")
         return v
 
+    @model_validator(mode="after")
+    def _since_before(self):
+        if self.since is not None and version_key(self.since) >= version_key(self.before):
+            raise ValueError(f"since {self.since} is not before {self.before}: the rule never applies")
+        return self
+
     def when(self) -> str:
         """The rule's conditions in words: "from 0.4.1 before 0.4.6, below 26.21 GB, at TP >= 4"."""
         out = (f"from {self.since} " if self.since else "") + f"before {self.before}"
         if self.min_memory_gb > 0:
             out += f", from {self.min_memory_gb:g} GB"
-        if self.max_memory_gb < lim.MAX_MEMORY_GB:
+        if self.max_memory_gb is not None:
             out += f", below {self.max_memory_gb:g} GB"
         return out + (f", at TP >= {self.min_tp}" if self.min_tp > 1 else "")
 
@@ -284,6 +304,10 @@ def resolve_serving(preset, hw_name: str = "", memory_gb: float = 0.0, block: Se
     except ValidationError as exc:
         raise SpecError.from_validation(where, exc) from None
     moe_kernel_of(preset.moe_kernels if preset is not None else {}, out.moe_kernel, where)
+    if out.dp_attention and (preset is None or all(a.field != "dp_attention" for a in preset.engine_args.values())):
+        name = "no engine" if preset is None else preset.name
+        raise SpecError(where, "dp_attention", f"{name} has no data-parallel attention (an engine argument for it: "
+                                               "sglang's enable_dp_attention)")
     return out
 
 

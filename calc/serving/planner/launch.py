@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from calc.cost.dtypes import Dtypes
 from calc.serving.replica.capacity import Replica
@@ -124,7 +124,14 @@ def launch(rep: Replica, replicas: int, max_len: int) -> Launch | None:
     fields = {k: preset.engine_args[k].field for k in preset.engine_args}
     args = engine_args_of(preset, rep.serving, rep.max_batch)
     build = {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm, "lmdeploy": _lmdeploy, "tgi": _tgi}[preset.launch]
-    return build(rep, replicas, max_len, args, fields)
+    cmd = build(rep, replicas, max_len, args, fields)
+    chunk = rep.serving.moe_chunk_tokens
+    if chunk is not None and rep.model.moe is not None:  # an environment setting, not a flag
+        how = (f"VLLM_FUSED_MOE_CHUNK_SIZE={chunk} in the environment" if preset.launch == "vllm" else
+               f"{preset.launch} has no setting for it")
+        cmd = replace(cmd, notes=(*cmd.notes, f"the plan sized the KV cache with the fused MoE run in chunks of "
+                                              f"{chunk:,} tokens ({how})"))
+    return cmd
 
 
 def _sched_flags(args: dict, fields: dict, spell) -> list[Flag]:

@@ -290,8 +290,8 @@ def steady_state(rep: Replica, T, G, batch_cap: float | None = None, prefix: Cac
     t_d, t_m = float(t_d), float(t_m)
     # eager launches where the engine's CUDA graphs do not reach (Serving.eager), as the simulator charges them
     mixed_tokens = d_in_mixed + n_pf * float(np.sum(mm.chunk_new * mm.chunk_share))
-    t_d += rep.eager_step_s if rep.serving.eager(max(N, 1.0), False) else 0.0
-    t_m += rep.eager_step_s if rep.serving.eager(mixed_tokens, True) else 0.0
+    t_d += rep.eager_step_s if rep.serving.eager(max(N, 1.0), False, rep.kv.ranks) else 0.0
+    t_m += rep.eager_step_s if rep.serving.eager(mixed_tokens, True, rep.kv.ranks) else 0.0
     step = f * t_m + (1 - f) * t_d
     return SteadyState(
         pages=kv.pages, kv_sequences_longest=longest,

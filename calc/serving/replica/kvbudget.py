@@ -40,7 +40,9 @@ from calc.spec.workload import Serving
 
 @dataclass(frozen=True)
 class KVBudget:
-    """Memory of one GPU of a replica, in bytes, and the KV pages it leaves."""
+    """Memory of one GPU of a replica, in bytes, and the KV pages it leaves (``pages``: the
+    replica's, TP x one GPU's under data-parallel attention; ``rank_pages``: one rank's, the most a
+    request can hold)."""
 
     capacity_bytes: float
     utilization: float
@@ -87,6 +89,12 @@ class KVBudget:
         return pages // self.engines * self.ranks
 
     @property
+    def rank_pages(self) -> int:
+        """Pages of one data-parallel attention rank (all of them without): one request's KV lives
+        on its rank, so this is the most it can hold."""
+        return self.pages // self.ranks
+
+    @property
     def fits(self) -> bool:
         return self.pages > 0
 
@@ -104,9 +112,10 @@ class KVBudget:
         return np.ceil(np.asarray(positions, float) / self.block_size)
 
     def admissible_pages(self, watermark: float) -> int:
-        """Pages one request may take: all but the watermark's share the scheduler keeps free
-        (calc.serving.sim.scheduler admits a prompt only while ceil(watermark x pages) stay free)."""
-        return self.pages - int(math.ceil(watermark * self.pages))
+        """Pages one request may take: all of its rank's but the watermark's share the scheduler
+        keeps free (calc.serving.sim.scheduler admits a prompt only while ceil(watermark x pages)
+        stay free)."""
+        return self.rank_pages - int(math.ceil(watermark * self.rank_pages))
 
     def admits(self, positions: int, watermark: float) -> bool:
         """Whether one request holding ``positions`` tokens can ever be admitted (else the
@@ -114,8 +123,9 @@ class KVBudget:
         return self.fits and self.pages_for(positions) <= self.admissible_pages(watermark)
 
     def max_sequences(self, positions: int) -> int:
-        """Sequences that fit at once when each holds ``positions`` tokens: floor(pages / ceil(positions / block))."""
-        return int(self.pages // self.pages_for(positions))
+        """Sequences that fit at once when each holds ``positions`` tokens: floor(pages / ceil(positions /
+        block)) on each data-parallel attention rank."""
+        return self.ranks * int(self.rank_pages // self.pages_for(positions))
 
 
 def kv_budget(model: ModelSpec, hw: HardwareSpec, dt: Dtypes, par: Parallel, serving: Serving,

@@ -50,6 +50,7 @@ class Scheduler:
         # the engine's scheduler (calc.spec.scheduler): prefill policy, chunking, preemption, graph cap
         self.policy, self.chunked, self.reserve = sv.policy, sv.chunked_prefill, sv.preemption == "none"
         self.eager = sv.eager  # whether a step pays eager launches outside the CUDA graphs
+        self.ranks = rep.kv.ranks  # data-parallel attention ranks a step's tokens are spread over
         self.eager_s = rep.eager_step_s
         self.mb = mb = rep.max_batch
         self.dec_tokens = self.timer.decode_slots  # token-budget slots a decoding request takes per step
@@ -154,7 +155,7 @@ class Scheduler:
         """What a step of ``tokens`` (``prefill``: with prefill chunks) pays beyond the step model:
         eager kernel launches (the step's kernels x the preset's eager launch cost) when
         Serving.eager says it runs outside the engine's CUDA graphs."""
-        return self.eager_s if self.eager_s and self.eager(tokens, prefill) else 0.0
+        return self.eager_s if self.eager_s and self.eager(tokens, prefill, self.ranks) else 0.0
 
     # ----- one step with prefill, admission or preemption
 
@@ -162,9 +163,9 @@ class Scheduler:
         """One step. Mixed policy: every decode plus prefill chunks within the token budget;
         prefill_first: a step with prefill work (a running prefill, or a request that can be
         admitted) carries no decodes; one_at_a_time: such a step carries one prompt's chunk;
-        batched: an iteration admits the prompts waiting at its start, prefills them in steps of
-        the budget without decodes and sampling, then one decode step of every running request
-        samples their first tokens. Without chunked prefill a prompt is admitted whole, or alone
+        batched: an iteration admits the prompts waiting at its start, prefills all but their last
+        tokens in steps of the budget without decodes and sampling, then one decode step of every
+        running request takes those last tokens and samples their first tokens. Without chunked prefill a prompt is admitted whole, or alone
         in pieces when the first.
 
         The running requests still in prefill are the batch's last ``n_prefill`` (admission
@@ -190,8 +191,8 @@ class Scheduler:
                 n_need = int(_sum(need))
         else:
             need, n_need = None, 0
+        preempted = []
         if n_need > self.free:
-            preempted = []
             while n_need > self.free and self.N:
                 preempted.append(self.preempt_last())
                 if self.N < n_dec:
@@ -200,6 +201,9 @@ class Scheduler:
             need = need[:n_dec]
             for i in preempted:  # back to the head of the queue, earliest admitted first
                 self.waiting.appendleft(i)
+        # the decode tokens' new pages are taken before admission looks at what is free; a step that
+        # had to preempt admits nothing (vLLM's scheduler schedules no waiting request then)
+        self.free -= n_need
         N = self.N
         left = self.budget - n_dec * self.dec_tokens
         pos, chunk, past, tgts = [], [], [], []
@@ -217,7 +221,7 @@ class Scheduler:
         M = N
         if closing:
             left = 0
-        while self.waiting and M < self.mb and left > 0 and not (one and chunk) and self.quota != 0:
+        while self.waiting and M < self.mb and left > 0 and not (one and chunk) and self.quota != 0 and not preempted:
             i = self.waiting[0]
             tgt = self._target(i)
             p = self._admit_pages(i)
@@ -266,7 +270,6 @@ class Scheduler:
             self.low -= m
             if n_need:
                 self.r_pages[:n_dec] += need
-                self.free -= n_need
             self.j += 1
         for p, c, done, tgt in zip(pos, chunk, past, tgts, strict=True):  # prefill chunks; a completed prefill samples a token
             done += c
@@ -407,4 +410,5 @@ class Scheduler:
                 step()
                 if self.steps == before and self.N == 0:
                     i = waiting[0]
-                    raise RuntimeError(f"request {i} needs {self._target(i)} positions, more than the KV pages hold")
+                    raise RuntimeError(f"request {i} needs {self.T[i] + self.gen[i]} positions, more than the KV "
+                                       "pages hold")

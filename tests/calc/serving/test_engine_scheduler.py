@@ -6,6 +6,7 @@ written here."""
 import numpy as np
 import pytest
 
+from calc.core.errors import SpecError
 from calc.cost.dtypes import Dtypes
 from calc.cost.latency import mixed_step_cost
 from calc.serving.replica.capacity import Replica
@@ -356,3 +357,61 @@ def test_vllm_07_and_08_chunk_their_fused_moe():
     chunk = {v: resolve_serving(preset, hw.name, hw.memory_gb, version=v, tp=8).moe_chunk_tokens
              for v in ("0.7.3", "0.7.4.dev181", "0.8.0", "0.6.3", None)}
     assert chunk == {"0.7.3": 32_768, "0.7.4.dev181": 32_768, "0.8.0": 32_768, "0.6.3": None, None: None}
+
+
+@pytest.mark.parametrize("policy", ["mixed", "prefill_first", "batched"])
+def test_pages_never_overcommit_when_decodes_preempt(policy):
+    """A KV cache of 1,500 tokens for 32 clients: decodes keep running out of pages and preempt.
+    After every event the running requests' pages plus the free ones are all the pages, and none
+    is free below zero: the decode tokens' pages are taken before admission, and a step that
+    preempted admits nothing (before, the request preempted for the decodes was readmitted in the
+    same step and free pages went to -2..-4)."""
+    from calc.serving.sim.scheduler import Scheduler
+
+    rep = _rep(Serving(prefill=policy, max_batched_tokens=2048, kv_tokens=1500, block_size=16, watermark=0.0,
+                       chunked_prefill=policy != "batched"), mb=64)
+    rng = np.random.default_rng(3)
+    T, G = rng.integers(64, 400, 200), rng.integers(16, 300, 200)
+    s = Scheduler(rep, T, G, None, 32)
+    while s.completed < s.n:
+        while s.incoming and s.arrive[s.incoming[0]] <= s.clock:
+            s.waiting.append(s.incoming.popleft())
+        if s.N == 0 and not s.waiting:
+            s.clock = max(s.clock, float(s.arrive[s.incoming[0]]))
+        elif not s.decode_run():
+            s.step()
+        held = int(s.r_pages[:s.N].sum())
+        assert s.free >= 0 and held + s.free == s.total_pages, (s.free, held, s.total_pages)
+    assert s.preempt.sum() > 0  # the run did preempt
+
+
+def test_dp_attention_limits_are_a_ranks():
+    """Under data-parallel attention a request's KV lives on one rank (at most its pages), and each
+    rank replays graphs of its own share of the step: 1,024 decode tokens over 8 ranks are 128 a
+    rank, under a graph cap of 160, so no eager launches; without DP the same step is past it.
+    Engines without such an argument refuse the setting."""
+    from calc.cost.parallel import Parallel
+    from calc.serving.replica.kvbudget import kv_budget
+    from calc.spec.engine import engines
+    from calc.spec.scheduler import resolve_serving
+
+    sv = Serving(gpu_memory_utilization=0.81, kv_share_of="static", block_size=1, graph_max_batch=160,
+                 dp_attention=True)
+    ds = load_model("deepseek-v3")
+    kv = kv_budget(ds, load_hardware("h200").with_engine("sglang"), Dtypes.resolve(ds), Parallel(8), sv)
+    assert kv.ranks == 8 and kv.rank_pages == kv.pages // 8
+    assert kv.admits(kv.rank_pages, 0.0) and not kv.admits(kv.rank_pages + 1, 0.0)
+    assert kv.max_sequences(4096) == 8 * (kv.rank_pages // 4096)
+    assert not sv.eager(1024, False, ranks=8) and sv.eager(1024, False, ranks=1) and sv.eager(1288, False, ranks=8)
+    hw = load_hardware("h200")
+    with pytest.raises(SpecError, match="dp_attention.*vllm has no data-parallel attention"):
+        resolve_serving(engines()["vllm"], hw.name, hw.memory_gb, block=Serving(dp_attention=True))
+
+
+def test_a_workloads_moe_chunk_is_said_in_the_launch():
+    from calc.serving.planner.launch import launch
+
+    mixtral = load_model("mixtral-8x7b")
+    hw = load_hardware("h100-sxm").with_engine("vllm")
+    rep = Replica(mixtral, hw, 2, 64, Dtypes.resolve(mixtral), Serving(moe_chunk_tokens=16384))
+    assert any("VLLM_FUSED_MOE_CHUNK_SIZE=16384" in n for n in launch(rep, 1, 4096).notes)

@@ -159,6 +159,15 @@ def test_version_rules_bound_versions_memory_and_tp():
     assert not r.applies(None, 24.0, 4)
 
 
+@pytest.mark.parametrize("rule", [{"before": "0.4.6", "since": "0.5.0"},
+                                  {"before": "0.4.6", "min_memory_gb": 30, "max_memory_gb": 20}])
+def test_a_rule_that_can_never_apply_is_refused(rule):
+    from calc.spec.scheduler import VersionRule
+
+    with pytest.raises(ValueError, match="never applies"):
+        VersionRule(**rule, set={})
+
+
 def test_sglang_04x_runs_get_that_versions_defaults():
     """SGLang 0.4.1-0.4.5 chose its defaults by TP and memory (engines.yaml sglang, sglang_04x, from
     the wheels' server_args.py): on an H200 (>= 25,000 MiB) at TP 8, mem_fraction_static 0.81,
