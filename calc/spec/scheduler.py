@@ -118,8 +118,8 @@ class EngineArg(SpecModel):
 
 
 class _MemoryRange(SpecModel):
-    """A rule's range of GPU memory (GB, the catalog's memory_gb): min <= memory < max (unbounded
-    above when max is not given)."""
+    """A rule's range of GPU memory in GB as the device reports it (HardwareSpec.memory_bytes / 1e9,
+    what an engine reads): min <= memory < max (unbounded above when max is not given)."""
 
     min_memory_gb: float = Field(default=0.0, ge=0)
     max_memory_gb: float | None = Field(default=None, gt=0)
