@@ -151,7 +151,7 @@ def _llamabench(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
     model = load_model(sc.model)
     hw = _hardware(sc, preset)
     dt = _dtypes(sc, model, preset)
-    attention = "fused" if preset.ideal else preset.attention_kernel
+    attention = _attention(sc, preset)
     par = check(model, Parallel(sc.tp, sc.pp, sc.ep))
     eff = Efficiency.of(hw, preset.ideal)
     run = sc.run
@@ -176,6 +176,12 @@ def _llamabench(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
             "tokens_per_s": (T + G) / (t_prefill + t_decode)}
 
 
+def _attention(sc: Scenario, preset: EngineSpec) -> str:
+    """The run's attention kernel: fused under the ideal preset, else as the file says it ran
+    (llama-bench's flash_attn), else the preset's."""
+    return "fused" if preset.ideal else sc.attention or preset.attention_kernel
+
+
 def _spaced(n: int) -> tuple[np.ndarray, float]:
     """Indices 0..n-1, or MAX_PASSES of them evenly spaced, and the weight each stands for."""
     if n <= MAX_PASSES:
@@ -189,7 +195,7 @@ def _replica(sc: Scenario, preset: EngineSpec, max_batch: int | None, requests: 
     from calc.serving.replica.capacity import Replica
 
     model = load_model(sc.model)
-    attention = "fused" if preset.ideal else preset.attention_kernel
+    attention = _attention(sc, preset)
     rep = Replica(model, _hardware(sc, preset), sc.tp, max_batch or sc.serving.max_num_seqs or 1,
                   _dtypes(sc, model, preset), sc.serving, attention, pp=sc.pp, ep=sc.ep)
     if max_batch is None and sc.serving.max_num_seqs is None and rep.kv.fits:
@@ -293,7 +299,7 @@ def question(sc: Scenario) -> tuple:
     return (sc.model, sc.hardware, sc.engine, sc.tp, sc.pp, sc.ep, sc.gpus, sc.weight_dtype, sc.kv_dtype, sc.compute_dtype,
             sc.batch, sc.max_num_seqs, sc.prompt_lens.tobytes(), sc.output_lens.tobytes(), tuple(sorted(sc.measured)),
             sc.constant_lengths, r.format, r.load, r.batch, r.concurrency, r.rate_per_s, r.burstiness, r.ramp_up,
-            r.num_requests, r.prompt_len, r.output_len, r.depth, r.ubatch)
+            r.num_requests, r.prompt_len, r.output_len, r.depth, r.ubatch, sc.attention)
 
 
 def compare_files(files, options) -> tuple[list[RunResult], list[tuple[str, str]], dict[str, EngineSpec]]:

@@ -111,6 +111,7 @@ class Scenario:
     origin: dict[str, str] = field(default_factory=dict)  # condition -> option | sidecar | file | default
     serving: Serving = Serving()  # the engine's scheduler, with the run's engine arguments over it
     ep: int = 1  # expert-parallel GPUs of the TP ones (MoE layers), calc.cost.parallel
+    attention: str | None = None  # fused | unfused where the file says how attention ran (llama-bench flash_attn)
 
     @property
     def constant_lengths(self) -> bool:
@@ -245,7 +246,7 @@ def resolve(run: Run, options: Conditions, memo: dict | None = None) -> Scenario
                     weight_dtype=weight, kv_dtype=kv, compute_dtype=compute, batch=batch,
                     max_num_seqs=int(serving.max_num_seqs or 0), prompt_lens=prompts, output_lens=outputs,
                     measured=measured, assumed=tuple(assumed), notes=tuple([*run.notes, *notes]), sidecar=side_path,
-                    origin=origin, serving=serving)
+                    origin=origin, serving=serving, attention=cond.get("attention"))
 
 
 def _scheduler_preset(engine: str):

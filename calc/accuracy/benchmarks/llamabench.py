@@ -10,6 +10,12 @@ seconds: tokens per second (`avg_ns` the mean time in nanoseconds). `model_type`
 (ggml type names: f16, q8_0, ...), `n_gpu_layers` the layers offloaded, `split_mode`
 how several GPUs share the model (layer, row, none), `gpu_info` the device names joined
 by ", ". In the CSV every value is a quoted string; in JSON numbers and booleans are bare.
+`flash_attn` says how attention ran: a BOOL until build b9437 (false unless `-fa 1`; JSON
+false/true, CSV "0"/"1"), since then an INT, the requested mode (-1 auto, the default, 0 off,
+1 on; PR 23714); auto enables flash attention wherever the backend runs the op, as CUDA does
+with the KV cache on the GPU (src/llama-context.cpp). Off, attention is unfused: KQ and KQV
+matmuls with a softmax between (the llama.cpp preset's default, as builds before b9437 ran
+llama-bench); on, one fused kernel.
 """
 
 from __future__ import annotations
@@ -42,6 +48,21 @@ def is_llamabench(doc) -> bool:
 
 def is_llamabench_csv(header: list[str]) -> bool:
     return all(f in header for f in REQUIRED)
+
+
+def _flash_attn(r: dict, path: str, where: str) -> bool | None:
+    """llama-bench's flash_attn as on (True) or off (False); None when the file leaves it out."""
+    v = r.get("flash_attn")
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return v
+    text = str(v).strip().lower()
+    if text in ("true", "1", "-1", "auto", "on"):
+        return True
+    if text in ("false", "0", "off"):
+        return False
+    raise SpecError(path, f"{where}flash_attn", f"expected -1, 0, 1, true or false, got {str(v)[:20]!r}")
 
 
 def _file_type(model_type: str | None) -> str | None:
@@ -84,6 +105,8 @@ def read(rows: list[dict], path: str) -> list[Run]:
             cond["weight_dtype"] = w
         if (kv := KV_TYPES.get(str(text["type_k"] or "").lower())) is not None:
             cond["kv_dtype"] = kv
+        if (fa := _flash_attn(r, path, where)) is not None:
+            cond["attention"] = "fused" if fa else "unfused"
         build = text["build_commit"]
         runs.append(Run(
             file=path, format="llama-bench", label=f"{i + 1}:{label}", load="batch", batch=1,

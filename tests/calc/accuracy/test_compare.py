@@ -1,6 +1,7 @@
 """Predictions of benchmark runs: the published vLLM rows re-expressed as vLLM's result files
 reproduce `roofline accuracy`; the other loads map to the right model terms."""
 
+import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -9,10 +10,12 @@ import numpy as np
 import pytest
 
 from calc.accuracy.benchmarks import read_results
+from calc.accuracy.benchmarks.llamabench import read as read_llamabench
 from calc.accuracy.compare import compare, compare_files, load_preset, predict
 from calc.accuracy.harness import load_rows
 from calc.accuracy.harness import predict as predict_row
 from calc.accuracy.scenario import Conditions, resolve
+from calc.core.errors import SpecError
 from calc.spec.engine import engines
 
 BENCH = Path(__file__).resolve().parents[2] / "fixtures" / "bench"
@@ -48,9 +51,10 @@ def test_llamabench_rows_go_through_prefill_and_decode():
     model, hw = load_model("llama-3-8b"), load_hardware("rtx-4090").with_engine(preset)
     dt = Dtypes.resolve(model, "int4", "fp16", None, 32)  # GGUF blocks: 32 weights per scale
     eff = Efficiency.of(hw)
-    prefill, _ = prefill_cost(model, hw, 1, 512, dt, eff)  # pp512: one pass of n_ubatch = 512
+    assert pp.attention == tg.attention == "unfused"  # the file's flash_attn 0
+    prefill, _ = prefill_cost(model, hw, 1, 512, dt, eff, "unfused")  # pp512: one pass of n_ubatch = 512
     assert predict(pp, preset)["prefill_tokens_per_s"] == pytest.approx(512 / float(prefill.time_s), rel=1e-12)
-    steps = decode_cost(model, hw, 1, np.arange(512, dtype=float), dt, eff).time_s  # tg512: contexts 0..511
+    steps = decode_cost(model, hw, 1, np.arange(512, dtype=float), dt, eff, "unfused").time_s  # tg512: contexts 0..511
     assert predict(tg, preset)["decode_tokens_per_s"] == pytest.approx(512 / float(np.sum(steps)), rel=1e-12)
     # the published rows these avg_ts came from, as `roofline accuracy` predicts them (its decode
     # averages 511 steps at contexts 1..511: within a fraction of a percent)
@@ -59,6 +63,41 @@ def test_llamabench_rows_go_through_prefill_and_decode():
         predict_row(rows["xd-rtx-4090-8b-q4_k_m-pp512"], preset), rel=1e-12)
     assert predict(tg, preset)["decode_tokens_per_s"] == pytest.approx(
         predict_row(rows["xd-rtx-4090-8b-q4_k_m-tg512"], preset), rel=5e-3)
+
+
+@pytest.mark.parametrize("value,kernel", [(False, "unfused"), (True, "fused"), (0, "unfused"), (1, "fused"),
+                                          (-1, "fused"), ("0", "unfused"), ("-1", "fused"), (None, None)])
+def test_llamabench_flash_attn_names_the_attention_kernel(value, kernel):
+    # builds of 2024 write a BOOL (JSON false/true, CSV "0"/"1"); later an INT, -1 = auto (on where
+    # the backend supports it, as CUDA does); absent: the preset's kernel
+    (pp, _) = read_results(BENCH / "llama-bench.json")
+    cond = {k: v for k, v in pp.conditions.items() if k != "attention"}
+    raw = json.loads((BENCH / "llama-bench.json").read_text())[0]
+    raw.pop("flash_attn")
+    if value is not None:
+        raw["flash_attn"] = value
+    (run,) = read_llamabench([raw], "lb.json")
+    assert run.conditions.get("attention") == kernel
+    assert {k: v for k, v in run.conditions.items() if k != "attention"} == cond
+    sc = resolve(run, Conditions(model="llama-3-8b"))
+    assert sc.attention == kernel
+
+
+def test_llamabench_flash_attn_on_is_faster_at_a_long_prompt():
+    # pp4096 in one 4096-token pass: unfused attention writes and reads the scores (32 heads x 4096^2
+    # per layer), the fused kernel does not; the other operators are the same in both
+    raw = json.loads((BENCH / "llama-bench.json").read_text())[0]
+    raw.update(n_prompt=4096, n_ubatch=4096)
+    preset = load_preset("llama.cpp")
+    rate = {fa: predict(resolve(read_llamabench([dict(raw, flash_attn=fa)], "lb.json")[0],
+                                Conditions(model="llama-3-8b")), preset)["prefill_tokens_per_s"] for fa in (0, 1)}
+    assert rate[1] > rate[0]
+
+
+def test_llamabench_flash_attn_must_be_a_flag():
+    raw = json.loads((BENCH / "llama-bench.json").read_text())[0]
+    with pytest.raises(SpecError, match="flash_attn"):
+        read_llamabench([dict(raw, flash_attn="sometimes")], "lb.json")
 
 
 def test_prompt_longer_than_ubatch_is_several_passes():
