@@ -193,3 +193,36 @@ def test_link_units_come_from_the_spec():
     got = link(h, Parallel(tp=2))
     assert got.bandwidth_bytes_per_s == ic.bandwidth_gb_s_per_direction * 1e9  # GB = 1e9 bytes
     assert got.hop_s == ic.latency_us * 1e-6
+
+
+@pytest.mark.parametrize("engine", ["lmdeploy", "tgi"])
+def test_engines_that_all_reduce_through_nccl_pay_the_ring(engine):
+    # LMDeploy (TurboMind enable_custom_all_reduce 0, communicator 'nccl'; the PyTorch engine's
+    # torch.distributed.all_reduce) and TGI (TensorParallelRowLinear: torch.distributed.all_reduce)
+    # have no one-/two-shot kernel: a TP4 decode step of Llama-2-70B on A100s pays NCCL's ring for
+    # each of its 80 x 2 + 1 all-reduces (two per layer, one after the vocab-parallel embedding) of
+    # one 8192-wide bf16 token (16,384 B), where vLLM's custom
+    # kernel would take the one-shot: per all-reduce, by the profile's fitted collectives,
+    #   ring     = (ring_us + 2 x 3 x ring_hop_us) us + 2 x 3/4 x 16384 / (bw x ring_fraction)
+    #   one-shot = one_shot_us us + 3 x 16384 / (bw x custom_fraction)
+    from calc.cost.dtypes import Dtypes
+    from calc.cost.efficiency import Efficiency
+    from calc.cost.latency import decode_cost
+    from calc.cost.parallel import Parallel, link
+    from calc.spec.engine import engines
+
+    preset = engines()[engine]
+    assert preset.custom_allreduce is False
+    model = load_model("llama-2-70b")
+    par = Parallel(4)
+    dt = Dtypes("bf16", "bf16", "bf16")
+    hw = load_hardware("a100-80gb-sxm").with_engine(preset)
+    with_custom = load_hardware("a100-80gb-sxm").with_engine(preset.model_copy(update={"custom_allreduce": True}))
+    t_nccl = float(decode_cost(model, hw, 1, 1024.0, dt, Efficiency.of(hw), par=par).time_s)
+    t_custom = float(decode_cost(model, with_custom, 1, 1024.0, dt, Efficiency.of(with_custom), par=par).time_s)
+    lk = link(hw, par)
+    c, bw, m = lk.collectives, lk.bandwidth_bytes_per_s, 8192 * 2
+    ring = (c.ring_us + 2 * 3 * c.ring_hop_us) * 1e-6 + 2 * 3 / 4 * m / (bw * c.ring_fraction)
+    one_shot = c.one_shot_us * 1e-6 + 3 * m / (bw * c.custom_fraction)
+    assert one_shot < ring
+    assert t_nccl - t_custom == pytest.approx((80 * 2 + 1) * (ring - one_shot), rel=1e-6)
