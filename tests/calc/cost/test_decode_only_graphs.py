@@ -60,3 +60,24 @@ def test_the_closed_form_charges_mixed_steps_as_the_simulator_does():
     assert a.mixed_step_s - b.mixed_step_s == pytest.approx(eager.eager_step_s)
     assert a.decode_step_s == pytest.approx(b.decode_step_s)  # 32 decodes: under the 128 cap
     assert eager.eager_step_s == pytest.approx(eager.kernels_per_step * 8.8e-6)
+
+
+def test_vllm_v0_graphs_hold_decode_only_steps():
+    # vLLM's V0 engine (the default before 0.8.0): _use_captured_graph needs decode_only, and its
+    # capture sizes reach the first multiple of 8 >= max_num_seqs (up to 8192), so a decode-only
+    # step of any batch the scheduler forms replays a graph and a step with a prompt chunk runs
+    # eagerly: 8.8 us more per kernel than V1's piecewise graphs, which hold it up to 512 tokens
+    hw = load_hardware("h100-sxm")
+    vllm = load_engine("vllm")
+    v0 = resolve_serving(vllm, hw.name, hw.memory_gb, version="0.7.3")
+    v1 = resolve_serving(vllm, hw.name, hw.memory_gb, version="0.8.0")
+    assert (v0.graph_prefill, v1.graph_prefill) == (False, True)
+    assert v0.eager(64, prefill=True) and not v1.eager(64, prefill=True)  # a 64-token prompt chunk
+    assert not v0.eager(1024) and not v0.eager(8192)  # decode-only: every batch up to 8192
+    assert (v0.prefill_launch_us, v1.prefill_launch_us) == (8.8, 0.0)
+    model = load_model("llama-3.1-8b")
+    h = hw.with_engine("vllm")
+    r0 = Replica(model, h, 1, 32, Dtypes.resolve(model), v0)
+    r1 = Replica(model, h, 1, 32, Dtypes.resolve(model), v1)
+    a, b = steady_state(r0, [64], [512]), steady_state(r1, [64], [512])
+    assert a.mixed_step_s - b.mixed_step_s == pytest.approx(r0.kernels_per_step * 8.8e-6)
