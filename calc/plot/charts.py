@@ -62,6 +62,9 @@ OPTIONS = {
 }
 
 
+TPOT_KINDS = ("tpot-batch", "throughput", "tp")  # charts whose y or x is TPOT at the options' output length
+
+
 def check_kind(kind: str) -> str:
     if kind not in KINDS:
         raise SpecError("KIND", None, f"unknown chart {kind!r} (known: {', '.join(KINDS)}){suggest(kind, KINDS, n=2)}")
@@ -95,7 +98,10 @@ def sweep_for(kind: str, model="llama-3.1-8b", hardware="h100-sxm", *, batch=Non
         if max(prompt_len) + output_len[0] - 1 > top:
             raise SpecError("--context", None, f"{max(prompt_len)} exceeds the longest context this chart can "
                                                f"evaluate for the model(s): {top - output_len[0] + 1}")
-    elif kind == "tpot-batch":
+    elif kind in TPOT_KINDS and min(output_len, default=2) < 2:
+        raise SpecError("--output-len", None, f"the {kind} chart plots TPOT, the mean of a request's G - 1 decode "
+                                              f"steps: it needs G >= 2 output tokens, got {min(output_len)}")
+    if kind == "tpot-batch":
         batch = batch or _doubling(1, 256)
     elif kind == "throughput":
         batch = batch or _doubling(1, 512)
