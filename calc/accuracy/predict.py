@@ -120,7 +120,7 @@ def _steady_output(model, hw, row: Row, kw: dict, preset: EngineSpec | None, mem
         # the KV cache as the engine sizes and fills it on this GPU (its memory share, of what,
         # and whether a request reserves its final context), in steps of an 8192-token budget
         # (the ideal preset: the class defaults)
-        own = resolve_serving(None if kw["ideal"] else preset, hw.name, hw.memory_bytes / 1e9)
+        own = resolve_serving(None if kw["ideal"] else preset, hw.name, hw.reported_memory_gb)
         serving = Serving(max_batched_tokens=8192, gpu_memory_utilization=own.gpu_memory_utilization,
                           kv_share_of=own.kv_share_of, preemption=own.preemption)
         rep = memo[key] = Replica(model, hw, row.tp, MAX_LOAD_BATCH, dt, serving, kw["attention"])

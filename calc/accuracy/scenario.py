@@ -266,7 +266,7 @@ def _serving(engine: str, hardware: str, options: Conditions, side: Conditions, 
     came from)."""
     preset = _scheduler_preset(engine)
     hw = load_hardware(hardware)
-    base = resolve_serving(preset, hw.name, hw.memory_bytes / 1e9, version=options.engine_version or side.engine_version,
+    base = resolve_serving(preset, hw.name, hw.reported_memory_gb, version=options.engine_version or side.engine_version,
                            tp=tp)
     others = engine_arg_names()
     family_name = preset.name.removesuffix("-fit")

@@ -87,6 +87,9 @@ def sweep_for(kind: str, model="llama-3.1-8b", hardware="h100-sxm", *, batch=Non
     top = _max_context(models)
     batch, prompt_len, output_len = _as_list(batch), _as_list(prompt_len), _as_list(output_len)
     tp = _as_list(tp) or [1]
+    if kind in TPOT_KINDS and min(output_len, default=2) < 2:
+        raise SpecError("--output-len", None, f"the {kind} chart plots TPOT, the mean of a request's G - 1 decode "
+                                              f"steps: it needs G >= 2 output tokens, got {min(output_len)}")
     if kind == "ttft":
         prompt_len, output_len = prompt_len or _doubling(128, min(32768, top)), [1]
     elif kind in ("tpot-context", "kv-memory"):
@@ -98,10 +101,7 @@ def sweep_for(kind: str, model="llama-3.1-8b", hardware="h100-sxm", *, batch=Non
         if max(prompt_len) + output_len[0] - 1 > top:
             raise SpecError("--context", None, f"{max(prompt_len)} exceeds the longest context this chart can "
                                                f"evaluate for the model(s): {top - output_len[0] + 1}")
-    elif kind in TPOT_KINDS and min(output_len, default=2) < 2:
-        raise SpecError("--output-len", None, f"the {kind} chart plots TPOT, the mean of a request's G - 1 decode "
-                                              f"steps: it needs G >= 2 output tokens, got {min(output_len)}")
-    if kind == "tpot-batch":
+    elif kind == "tpot-batch":
         batch = batch or _doubling(1, 256)
     elif kind == "throughput":
         batch = batch or _doubling(1, 512)

@@ -239,6 +239,12 @@ class HardwareSpec(_Spec):
         return self.memory_gb * GB
 
     @property
+    def reported_memory_gb(self) -> float:
+        """memory_bytes in GB (1e9 bytes): the size engines read, and their scheduler rules by GPU
+        memory are written against (calc.spec.scheduler.resolve_serving's memory_gb)."""
+        return self.memory_bytes / GB
+
+    @property
     def memory_bandwidth_bytes_per_s(self) -> float:
         return self.memory_bandwidth_tb_s * TB
 

@@ -118,7 +118,7 @@ class EngineArg(SpecModel):
 
 
 class _MemoryRange(SpecModel):
-    """A rule's range of GPU memory in GB as the device reports it (HardwareSpec.memory_bytes / 1e9,
+    """A rule's range of GPU memory in GB as the device reports it (HardwareSpec.reported_memory_gb,
     what an engine reads): min <= memory < max (unbounded above when max is not given)."""
 
     min_memory_gb: float = Field(default=0.0, ge=0)

@@ -241,7 +241,7 @@ class LoadedWorkload:
     def serving_for(self, hw: HardwareSpec) -> Serving:
         """The scheduler replicas on ``hw`` run: its engine preset's, the workload's ``serving:``
         keys and ``engine_args`` over it (calc.spec.scheduler.resolve_serving)."""
-        return resolve_serving(hw.preset, hw.name, hw.memory_bytes / 1e9, self.spec.serving, self.spec.engine_args,
+        return resolve_serving(hw.preset, hw.name, hw.reported_memory_gb, self.spec.serving, self.spec.engine_args,
                                self.path or "workload", others=engine_arg_names())
 
     @property

@@ -19,7 +19,7 @@ from calc.spec.scheduler import engine_args_of, resolve_serving
 def _rep(engine, model="llama-3.1-70b", hw="h100-sxm", tp=2, mb=64, weight=None, kv=None, ep=1):
     m = load_model(model)
     h = load_hardware(hw).with_engine(engine)
-    serving = resolve_serving(load_engine(engine), h.name, h.memory_bytes / 1e9)  # the preset's, on this GPU
+    serving = resolve_serving(load_engine(engine), h.name, h.reported_memory_gb)  # the preset's, on this GPU
     return Replica(m, h, tp, mb, Dtypes.resolve(m, weight, kv), serving, ep=ep)
 
 
