@@ -91,7 +91,7 @@ def _row(sc: Scenario, preset: EngineSpec, metric: str, batch=None, concurrency=
                weight_dtype=sc.weight_dtype, kv_dtype=sc.kv_dtype, compute_dtype=sc.compute_dtype, gpus=sc.gpus,
                tp=sc.tp, pp=sc.pp, batch=batch, concurrency=concurrency, prompt_len=int(sc.prompt_lens[0]),
                output_len=int(sc.output_lens[0]), metric=metric, value=math.nan,
-               publisher=sc.run.name)
+               publisher=sc.run.name, engine_version=sc.engine_version or "")
 
 
 def _hardware(sc: Scenario, preset: EngineSpec):
@@ -153,7 +153,7 @@ def _llamabench(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
     dt = _dtypes(sc, model, preset)
     attention = _attention(sc, preset)
     par = check(model, Parallel(sc.tp, sc.pp, sc.ep))
-    eff = Efficiency.of(hw, preset.ideal)
+    eff = Efficiency.of(hw, preset.ideal).with_serving(sc.serving)  # the kernel families of the run's version
     run = sc.run
     T, G, depth = int(run.prompt_len), int(run.output_len), run.depth
     step = min(run.ubatch or T or 1, T or 1)

@@ -65,6 +65,8 @@ def model_metric(row: Row, preset: EngineSpec | None, memo: dict | None = None, 
     from calc.cost.setup import Setup
 
     ideal = preset is None or preset.ideal
+    if not ideal:
+        preset = _at_version(preset, row, memo)
     # the "ideal" preset: peaks and data-sheet bandwidth, also inside calc.serving.replica.capacity
     hw = load_hardware(row.hardware).with_engine("ideal" if ideal else preset)
     model = load_model(row.model)
@@ -98,6 +100,26 @@ def model_metric(row: Row, preset: EngineSpec | None, memo: dict | None = None, 
     if m == "total_tokens_per_s":
         return replicas * float(est.total_tokens_per_s)
     raise SpecError(str(PUBLISHED), "metric", f"unknown metric {m!r} in row {row.id}")
+
+
+def _at_version(preset: EngineSpec, row: Row, memo: dict | None) -> EngineSpec:
+    """The preset as the row's engine version ran it: its scheduler resolved with the by_version
+    rules that hold for the row (calc.spec.scheduler.resolve_serving; the kernel families and
+    graph policy a rule sets reach the pass through it); the preset itself without a version or
+    rules. ``memo``: model_metric's (one preset's values), keeping one copy per version, GPU, TP."""
+    if not preset.by_version or not row.engine_version:
+        return preset
+    from calc.spec.scheduler import resolve_serving
+
+    key = ("at_version", row.engine_version, row.hardware, row.tp)
+    hit = None if memo is None else memo.get(key)
+    if hit is None:
+        hw = load_hardware(row.hardware)
+        serving = resolve_serving(preset, hw.name, hw.reported_memory_gb, version=row.engine_version, tp=row.tp)
+        hit = preset if serving == preset.scheduler else preset.model_copy(update={"scheduler": serving})
+        if memo is not None:
+            memo[key] = hit
+    return hit
 
 
 def _steady_output(model, hw, row: Row, kw: dict, preset: EngineSpec | None, memo: dict | None = None,

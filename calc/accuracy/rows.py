@@ -45,6 +45,7 @@ class Row:
     output_len: int
     metric: str
     value: float
+    engine_version: str = ""  # as published (the preset's by_version rules read it: calc.accuracy.predict)
 
     @property
     def family(self) -> str:
@@ -137,5 +138,6 @@ def load_rows(path: Path = PUBLISHED) -> tuple[list[Row], list[tuple[str, str]]]
                 batch=int(csv_number(r["batch"])) if csv_number(r["batch"]) else None,
                 concurrency=int(csv_number(r["concurrency"])) if csv_number(r["concurrency"]) else None,
                 prompt_len=max(int(T), 1), output_len=max(int(G), 1), metric=r["metric"], value=float(r["value"]),
+                engine_version=r.get("engine_version") or "",
             ))
     return rows, skipped

@@ -112,6 +112,7 @@ class Scenario:
     serving: Serving = Serving()  # the engine's scheduler, with the run's engine arguments over it
     ep: int = 1  # expert-parallel GPUs of the TP ones (MoE layers), calc.cost.parallel
     attention: str | None = None  # fused | unfused where the file says how attention ran (llama-bench flash_attn)
+    engine_version: str | None = None  # the engine's version (option, sidecar or file): the preset's by_version rules
 
     @property
     def constant_lengths(self) -> bool:
@@ -236,7 +237,8 @@ def resolve(run: Run, options: Conditions, memo: dict | None = None) -> Scenario
     if run.format == "vllm-latency" and "e2e_mean_s" in measured:
         measured["output_tokens_per_s"] = batch * float(outputs[0]) / measured["e2e_mean_s"]
         notes.append("output tok/s = batch x output_len / avg_latency (as published tables quote it)")
-    serving = _serving(engine, hardware, options, side, side_path or hint, cond.get("max_num_seqs"), tp)
+    version = pick("engine_version", cond.get("engine_version"), quiet=True)
+    serving = _serving(engine, hardware, options, side, side_path or hint, cond.get("max_num_seqs"), tp, version)
     if run.load in ("rate", "burst") and not (options.max_num_seqs or side.max_num_seqs or options.engine_args
                                               or side.engine_args):
         cap = serving.max_num_seqs
@@ -246,7 +248,7 @@ def resolve(run: Run, options: Conditions, memo: dict | None = None) -> Scenario
                     weight_dtype=weight, kv_dtype=kv, compute_dtype=compute, batch=batch,
                     max_num_seqs=int(serving.max_num_seqs or 0), prompt_lens=prompts, output_lens=outputs,
                     measured=measured, assumed=tuple(assumed), notes=tuple([*run.notes, *notes]), sidecar=side_path,
-                    origin=origin, serving=serving, attention=cond.get("attention"))
+                    origin=origin, serving=serving, attention=cond.get("attention"), engine_version=version)
 
 
 def _scheduler_preset(engine: str):
@@ -259,15 +261,14 @@ def _scheduler_preset(engine: str):
 
 
 def _serving(engine: str, hardware: str, options: Conditions, side: Conditions, side_where: str,
-             file_seqs: int | None = None, tp: int = 1) -> Serving:
-    """The run's scheduler: the preset's on the run's GPU (at its version and TP), then the running
+             file_seqs: int | None = None, tp: int = 1, version: str | None = None) -> Serving:
+    """The run's scheduler: the preset's on the run's GPU (at its ``version`` and TP), then the running
     cap the result file records (trtllm-bench's max batch size, LMDeploy's bs), then the sidecar's
     engine_args and max_num_seqs, then the options' (each problem a one-line error naming where it
     came from)."""
     preset = _scheduler_preset(engine)
     hw = load_hardware(hardware)
-    base = resolve_serving(preset, hw.name, hw.reported_memory_gb, version=options.engine_version or side.engine_version,
-                           tp=tp)
+    base = resolve_serving(preset, hw.name, hw.reported_memory_gb, version=version, tp=tp)
     others = engine_arg_names()
     family_name = preset.name.removesuffix("-fit")
     upd: dict[str, Any] = {} if file_seqs is None else {"max_num_seqs": int(file_seqs)}

@@ -55,8 +55,8 @@ def curve_terms(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, kerne
         # the GEMM class: the compute dtype's curve, weights at that dtype (or 16-bit), or a
         # weight-only kernel the preset measured on top of it
         wo = eff.weight_only_for(dt)
-        if dt.weight_only and wo is None:
-            return None
+        if (dt.weight_only and wo is None) or (wo is not None and wo.peak == "int32"):
+            return None  # no measured kernel, or one bound by integer work: the efficiency model
         g = c.gemm_for(dt.compute) if wo is not None or dt.weight in (dt.compute, "fp16", "bf16") else None
         if g is None:
             return None

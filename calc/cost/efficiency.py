@@ -18,7 +18,7 @@ from calc.spec.hardware import HardwareSpec
 from calc.spec.kernel_tables import KernelSet
 from calc.spec.kernels import KernelCurves
 from calc.spec.model import ModelSpec
-from calc.spec.scheduler import moe_kernel_of
+from calc.spec.scheduler import kernel_of
 
 ROUTED_EXPERTS = "moe.experts"  # calc.cost.operators.moe_ops' grouped expert GEMMs
 
@@ -73,8 +73,10 @@ class Efficiency:
         return float(sum(self.kernels_of(op) * op.layers for op in ops))
 
     tables: KernelSet | None = None  # measured kernel tables: they time the operators they cover
-    # the preset's weight-only GEMMs, (weight dtype, kernel) pairs: what dequantising costs
+    # the run's weight-only GEMMs, (weight dtype, kernel) pairs: what dequantising costs; and every
+    # family the preset has, (name, pairs), its own under None (Serving.weight_only_kernel names one)
     weight_only: tuple[tuple[str, WeightOnlyKernel], ...] = ()
+    weight_only_kernels: tuple[tuple[str | None, tuple[tuple[str, WeightOnlyKernel], ...]], ...] = ()
 
     # the preset's fused-MoE kernel families, (name, kernel) pairs, and the one the run's scheduler
     # names (Serving.moe_kernel: an older build's routed-expert kernel; None: the chip's grouped GEMM)
@@ -138,19 +140,27 @@ class Efficiency:
             compute=self.compute * preset.compute_scale, memory=self.memory * preset.memory_scale, by_dtype=(),
             compute_scale=preset.compute_scale, memory_scale=preset.memory_scale, curves=curves,
             kernel_counts=tuple(preset.kernels.items()), custom_allreduce=preset.custom_allreduce,
-            weight_only=tuple(preset.weight_only.items()), gemv_max_rows=preset.gemv_max_rows,
+            weight_only=tuple(preset.weight_only_of(preset.scheduler.weight_only_kernel).items()),
+            weight_only_kernels=tuple((n, tuple(t.items())) for n, t in
+                                      [(None, preset.weight_only), *preset.weight_only_kernels.items()]),
+            gemv_max_rows=preset.gemv_max_rows,
             fp16_accumulate=preset.fp16_accumulate, prefill_launch_s=preset.scheduler.prefill_launch_us * MICRO,
             moe_kernels=tuple(preset.moe_kernels.items()),
             moe_kernel=preset.moe_kernels.get(preset.scheduler.moe_kernel) if preset.scheduler.moe_kernel else None,
         )
 
     def with_serving(self, serving) -> Efficiency:
-        """These efficiencies under a resolved scheduler (a workload's or a run's engine arguments
-        may change whether prefill passes replay graphs): its prefill launch cost (ideal: none)."""
+        """These efficiencies under a resolved scheduler (a workload's or a run's engine arguments,
+        or the run's version, may change whether prefill passes replay graphs and which kernel
+        families run): its prefill launch cost, MoE and weight-only kernels (ideal: none)."""
         if self.engine is None or self.engine == "ideal":
             return self
+        families = dict(self.weight_only_kernels)
+        own = families.pop(None, ())
+        name = serving.weight_only_kernel
         return replace(self, prefill_launch_s=serving.prefill_launch_us * MICRO,
-                       moe_kernel=moe_kernel_of(dict(self.moe_kernels), serving.moe_kernel))
+                       moe_kernel=kernel_of(dict(self.moe_kernels), serving.moe_kernel),
+                       weight_only=own if name is None else kernel_of(families, name, "weight_only_kernel"))
 
     def with_step_overhead(self, seconds: float) -> Efficiency:
         """These efficiencies with another per-pass overhead (every dtype's): a draft pass run

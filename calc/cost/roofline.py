@@ -113,8 +113,9 @@ def op_time(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, link: Lin
             compute, memory, fixed = terms
             return OpTime(op, compute, memory, fixed + kernels * eff.kernel_overhead_s)
     share = eff.attention if op.kind == "attention" else 1.0
-    rc, rm, extra_s, extra_bytes, tile = _gemm_terms(op, dt, eff)
-    compute = op.flops / (peak_for(hw, dt, op.peak, eff.fp16_accumulate) * eff.compute * share * rc) * tile
+    roof = peak_for(hw, dt, op.peak, eff.fp16_accumulate) * eff.compute
+    rc, rm, extra_s, extra_bytes, tile = _gemm_terms(op, dt, eff, hw, roof)
+    compute = op.flops / (roof * share * rc) * tile
     # a kernel moving b bytes reaches memory x b / (b + half): its time gains half / bandwidth
     moved = op.bytes + kernels * eff.memory_half_bytes
     bw = hw.memory_bandwidth_bytes_per_s * eff.memory * share * rm
@@ -123,18 +124,22 @@ def op_time(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, link: Lin
     return OpTime(op, compute, moved / bw, overhead)
 
 
-def _gemm_terms(op: OpCost, dt: Dtypes, eff: Efficiency):
+def _gemm_terms(op: OpCost, dt: Dtypes, eff: Efficiency, hw: HardwareSpec, roof: float):
     """(compute fraction, memory fraction, fixed s per kernel, extra bytes, compute-time factor) a
-    matmul's kernel adds on the efficiency model: a GEMM of M rows reaches compute x M / (M +
+    matmul's kernel adds on the efficiency model, the compute fraction of ``roof`` (the 16-bit
+    GEMM's FLOP/s at the profile's efficiency): a GEMM of M rows reaches compute x M / (M +
     m_half) (small-M tiles run mostly empty), and a weight-only GEMM its kernel's fractions, fixed
-    time and dequantisation traffic; a matrix-vector kernel (M <= the preset's gemv_max_rows)
-    neither: it streams the weights as stored. Other operators: (1, 1, 0, 0, 1)."""
+    time and dequantisation traffic (an INT32-bound one its FLOPs per INT32 op x the profile's
+    int32_tops, restated as a fraction of ``roof``); a matrix-vector kernel (M <= the preset's
+    gemv_max_rows) neither: it streams the weights as stored. Other operators: (1, 1, 0, 0, 1)."""
     if op.kind != "linear":
         return 1.0, 1.0, 0.0, 0.0, 1.0
     wo = eff.weight_only_for(dt)
     rc, rm, extra_s, extra_bytes = 1.0, 1.0, 0.0, 0.0
     if wo is not None:
         rc, rm, extra_s = wo.compute, wo.memory, wo.fixed_us * MICRO
+        if wo.peak == "int32":
+            rc = wo.compute * hw.int32_tops * TERA / roof if hw.int32_tops else 1.0
         extra_bytes = wo.dequant_bytes * op.weight_bytes / dt.weight_bytes_per_param()
     m_half = eff.gemm_m_half
     mk = eff.moe_kernel_for(op, dt)

@@ -30,16 +30,28 @@ class WeightOnlyKernel(SpecModel):
     the kernel), relative to the chip's own 16-bit GEMM: its compute and memory fractions times
     these, plus ``fixed_us`` per GEMM (the dequantisation's setup: scales, unpacking); on profiles
     with measured curves ``m_half`` replaces the 16-bit curve's M half (these kernels tile M
-    finer). Fitted to measured kernels (reports/kernels/fit_public.py); ``kernel`` names the family."""
+    finer). Fitted to measured kernels (reports/kernels/fit_public.py); ``kernel`` names the family.
+
+    ``peak: int32``: a kernel bound by its integer work (unpacking the quantised weights), not by
+    its tensor cores (llama.cpp's MMQ): its compute rate is ``compute`` GEMM FLOPs per INT32 op of
+    the profile's int32_tops (a profile without one: the chip's 16-bit GEMM rate), on the
+    efficiency model (the 16-bit curves do not time it)."""
 
     kernel: str = Field(min_length=1)
-    compute: float = Field(gt=0, le=1)
+    peak: Literal["matmul", "int32"] = "matmul"
+    compute: float = Field(gt=0, le=64)
     m_half: float = Field(ge=0)
     memory: float = Field(gt=0, le=1)
     fixed_us: float = Field(ge=0)
     # Bytes moved per weight beyond reading the quantised weights, by kernel families that
     # dequantise into a 16-bit copy and run a 16-bit GEMM on it: 4 (write 2 B, read 2 B back).
     dequant_bytes: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _fraction(self):
+        if self.peak == "matmul" and self.compute > 1:
+            raise ValueError(f"compute {self.compute:g} > 1: a fraction of the 16-bit GEMM's rate (peak matmul)")
+        return self
 
 
 class MoeKernel(SpecModel):
@@ -117,6 +129,9 @@ class EngineSpec(SpecModel):
     # Weight-only GEMMs by weight dtype (int8, int4, fp4); a dtype not listed dequantises for free
     # (the weights' bytes shrink and nothing else changes: no measured kernel for this engine).
     weight_only: dict[str, WeightOnlyKernel] = Field(default_factory=dict)
+    # Other weight-only GEMM families by name, each keyed as weight_only, for runs whose scheduler
+    # names one (Serving.weight_only_kernel, set by a by_version rule): the engine's older kernels.
+    weight_only_kernels: dict[str, dict[str, WeightOnlyKernel]] = Field(default_factory=dict)
     # Fused-MoE kernel families by name, for the routed experts of runs whose scheduler names one
     # (Serving.moe_kernel, set by a by_version rule or a workload): the engine's older kernels.
     moe_kernels: dict[str, MoeKernel] = Field(default_factory=dict)
@@ -136,11 +151,12 @@ class EngineSpec(SpecModel):
             raise ValueError(f"not scheduler fields: {', '.join(bad)} (fields: {', '.join(sorted(fields))})")
         for r in [*self.by_memory, *self.by_version]:
             Serving.model_validate(r.set)
-        named = [self.scheduler.moe_kernel, *(r.set.get("moe_kernel") for r in [*self.by_memory, *self.by_version])]
-        unknown = sorted({k for k in named if k is not None and k not in self.moe_kernels})
-        if unknown:
-            raise ValueError(f"moe_kernel {', '.join(unknown)} is not one of moe_kernels "
-                             f"({', '.join(sorted(self.moe_kernels)) or 'none'})")
+        for field, known in (("moe_kernel", self.moe_kernels), ("weight_only_kernel", self.weight_only_kernels)):
+            named = [getattr(self.scheduler, field), *(r.set.get(field) for r in [*self.by_memory, *self.by_version])]
+            unknown = sorted({k for k in named if k is not None and k not in known})
+            if unknown:
+                raise ValueError(f"{field} {', '.join(unknown)} is not one of {field}s "
+                                 f"({', '.join(sorted(known)) or 'none'})")
         return self
 
     @field_validator("weight_only")
@@ -151,6 +167,16 @@ class EngineSpec(SpecModel):
         if bad:
             raise ValueError(f"weight_only is keyed by int8, int4 or fp4, got {', '.join(bad)}")
         return out
+
+    @field_validator("weight_only_kernels")
+    @classmethod
+    def _wo_families(cls, v: dict[str, dict[str, WeightOnlyKernel]]) -> dict[str, dict[str, WeightOnlyKernel]]:
+        return {name: cls._wo_dtypes(table) for name, table in v.items()}
+
+    def weight_only_of(self, name: str | None) -> dict[str, WeightOnlyKernel]:
+        """The weight-only GEMMs by dtype a run has: the family ``name`` (a scheduler's
+        weight_only_kernel), else the preset's own."""
+        return self.weight_only if name is None else self.weight_only_kernels[name]
 
     @field_validator("kernels")
     @classmethod

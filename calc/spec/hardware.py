@@ -160,6 +160,11 @@ class HardwareSpec(_Spec):
     # accumulate): GeForce cards run FP32 accumulate at half rate. Engines whose GEMMs
     # accumulate in fp16 (EngineSpec.fp16_accumulate) run at it. None: the same rate.
     fp16_accumulate_tflops: float | None = Field(default=None, gt=0, le=lim.MAX_PEAK_TFLOPS)
+    # Peak INT32 rate of the CUDA cores in tera-ops/s (an integer multiply-add counted as 2, as
+    # NVIDIA's whitepapers count it): the roof of kernels bound by integer work rather than by
+    # their tensor cores (llama.cpp's MMQ unpacking quantised weights: EngineSpec weight_only
+    # with peak int32). None: not stated; such kernels then run at the 16-bit GEMM's rate.
+    int32_tops: float | None = Field(default=None, gt=0, le=lim.MAX_PEAK_TFLOPS)
     l2_cache_mb: float | None = Field(default=None, gt=0, le=lim.MAX_CACHE_MB)
     interconnect: Interconnect | None = None
     pcie: PCIe | None = None

@@ -35,6 +35,8 @@ the engine (``gpu_memory_utilization`` for vLLM, ``mem_fraction_static`` for SGL
                             kernel eagerly (the simulator's steps, and `estimate`'s prefill)
     moe_kernel              the routed experts' kernel family the run had, a name from the preset's
                             moe_kernels (older builds, by version); None: the chip's grouped GEMM
+    weight_only_kernel      the weight-only GEMMs the run had, a name from the preset's
+                            weight_only_kernels (older builds, by version); None: its weight_only
     moe_chunk_tokens        tokens the fused-MoE kernel takes at a time (vLLM VLLM_FUSED_MOE_CHUNK_SIZE;
                             None: a pass's all): a pass of more runs its routed experts in chunks, so
                             their live activations, in the profiling pass that sizes the KV cache too,
@@ -84,6 +86,7 @@ class Serving(SpecModel):
     eager_launch_us: float = Field(default=0.0, ge=0, le=lim.MAX_OVERHEAD_US)
     graph_prefill: bool = True
     moe_kernel: str | None = Field(default=None, min_length=1, max_length=80)
+    weight_only_kernel: str | None = Field(default=None, min_length=1, max_length=80)
     moe_chunk_tokens: int | None = Field(default=None, ge=1, le=lim.MAX_TOKENS)
     dp_attention: bool = False
 
@@ -152,16 +155,28 @@ class MemoryRule(_MemoryRange):
 _PRE = {"dev": 0, "a": 1, "b": 2, "rc": 3}  # pre-releases sort before the release itself (PEP 440)
 
 
+_VERSION = re.compile(r"\s*(<=)?\s*[vb]?(\d+(?:\.\d+)*)(?:[.-]?(dev|a|b|rc)(\d*))?")
+
+
 def version_key(text: str) -> tuple | None:
     """An engine version as a sortable key: its leading release numbers, then any pre-release
-    (``0.1.0a1`` < ``0.1.0``); None for a version with no leading number (``sha-11d7af7-rocm``)."""
-    m = re.match(r"\s*v?(\d+(?:\.\d+)*)(?:[.-]?(dev|a|b|rc)(\d*))?", str(text))
+    (``0.1.0a1`` < ``0.1.0``); llama.cpp's builds by their number (``b3216``: 3216); None for a
+    version with no leading number (``sha-11d7af7-rocm``). A version known only as an upper bound
+    (``<=b3061``: a run of May 2024, whose build is not stated) keys as its bound; ``at_most``
+    tells it apart."""
+    m = _VERSION.match(str(text))
     if m is None:
         return None
-    release = tuple(int(x) for x in m.group(1).split("."))
+    release = tuple(int(x) for x in m.group(2).split("."))
     release += (0,) * (4 - len(release))
-    pre = (_PRE[m.group(2)], int(m.group(3) or 0)) if m.group(2) else (9, 0)
+    pre = (_PRE[m.group(3)], int(m.group(4) or 0)) if m.group(3) else (9, 0)
     return (*release[:4], *pre)
+
+
+def at_most(text: str) -> bool:
+    """Whether a version is stated as an upper bound (``<=b3061``), not as itself."""
+    m = _VERSION.match(str(text))
+    return m is not None and m.group(1) is not None
 
 
 class VersionRule(_MemoryRange):
@@ -198,9 +213,12 @@ class VersionRule(_MemoryRange):
         return out + (f", at TP >= {self.min_tp}" if self.min_tp > 1 else "")
 
     def applies(self, version: str | None, memory_gb: float = 0.0, tp: int = 1) -> bool:
+        """Whether the rule holds for a run at ``version`` (one known only as an upper bound holds a
+        rule with no ``since`` when the bound is before ``before``; a rule with one, never)."""
         key = version_key(version) if version else None
-        return (key is not None and key < version_key(self.before)
-                and (self.since is None or key >= version_key(self.since))
+        if key is None or (self.since is not None and at_most(version)):
+            return False
+        return (key < version_key(self.before) and (self.since is None or key >= version_key(self.since))
                 and self.in_range(memory_gb) and tp >= self.min_tp)
 
 
@@ -264,14 +282,15 @@ def map_engine_args(engine: str, args_spec: dict[str, EngineArg], args: dict, wh
     return out
 
 
-def moe_kernel_of(known: dict, name: str | None, where: object = "serving"):
-    """The preset's fused-MoE kernel family ``name`` (None: none named); an unknown name is a
+def kernel_of(known: dict, name: str | None, field: str = "moe_kernel", where: object = "serving"):
+    """The preset's kernel family ``name`` of the scheduler's ``field`` (moe_kernel: a fused-MoE
+    family, weight_only_kernel: a weight-only table; None: none named); an unknown name is a
     one-line error listing the known ones."""
     if name is None:
         return None
     if name not in known:
-        raise SpecError(where, "moe_kernel", f"{name!r} is not one of the engine's moe_kernels "
-                                             f"({', '.join(sorted(known)) or 'none'}){suggest(name, known)}")
+        raise SpecError(where, field, f"{name!r} is not one of the engine's {field}s "
+                                      f"({', '.join(sorted(known)) or 'none'}){suggest(name, known)}")
     return known[name]
 
 
@@ -303,7 +322,9 @@ def resolve_serving(preset, hw_name: str = "", memory_gb: float = 0.0, block: Se
         out = Serving.model_validate(values)
     except ValidationError as exc:
         raise SpecError.from_validation(where, exc) from None
-    moe_kernel_of(preset.moe_kernels if preset is not None else {}, out.moe_kernel, where)
+    kernel_of(preset.moe_kernels if preset is not None else {}, out.moe_kernel, "moe_kernel", where)
+    kernel_of(preset.weight_only_kernels if preset is not None else {}, out.weight_only_kernel, "weight_only_kernel",
+              where)
     if out.dp_attention and (preset is None or all(a.field != "dp_attention" for a in preset.engine_args.values())):
         name = "no engine" if preset is None else preset.name
         raise SpecError(where, "dp_attention", f"{name} has no data-parallel attention (an engine argument for it: "

@@ -58,14 +58,15 @@ def test_loso_on_a_subset_of_three_publishers():
 
 
 @pytest.mark.slow
-def test_loso_folds_and_bounds_over_nine_publishers():
-    # every publisher but the largest (NVIDIA's TensorRT-LLM docs: 253 of the 343 rows, which would
-    # triple the time; `roofline accuracy` fits and scores them all): nine folds, llama.cpp's own
-    # kernels among them
+def test_loso_folds_and_bounds_over_every_publisher_but_the_largest():
+    # every publisher but the largest (NVIDIA's TensorRT-LLM docs: 253 of the 355 rows, which would
+    # triple the time; `roofline accuracy` fits and scores them all): a fold per publisher, llama.cpp's
+    # own kernels among them
     rows = load_rows()[0]
-    largest = max({r.publisher for r in rows}, key=lambda p: sum(r.publisher == p for r in rows))
+    publishers = {r.publisher for r in rows}
+    largest = max(publishers, key=lambda p: sum(r.publisher == p for r in rows))
     r = run(rows=[x for x in rows if x.publisher != largest])
-    assert len(r.folds) == 9 and "llama.cpp" in {x.row.preset for x in r.results}
+    assert len(r.folds) == len(publishers) - 1 >= 9 and "llama.cpp" in {x.row.preset for x in r.results}
     assert set(r.folds) == {x.row.publisher for x in r.results}
     for fold in [*r.folds.values(), r.fitted_all]:  # every fitted value within its stated bounds
         for name, preset in fold.items():
