@@ -1,5 +1,6 @@
 """llama.cpp's kernel set: matrix-vector kernels at small batch, fp16-accumulate cuBLAS GEMMs,
-and quantised GEMMs that dequantise to an fp16 copy first. Each number is worked by hand from
+and quantised GEMMs: MMQ at the SMs' integer rate, or (builds before b3216) a dequantised fp16 copy
+first. Each number is worked by hand from
 the profile's data sheet and the preset's fields."""
 
 import numpy as np
@@ -11,6 +12,7 @@ from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
 from calc.cost.opcost import OpCost
 from calc.cost.roofline import op_time, peak_for
+from calc.spec.scheduler import Serving
 
 K, N = 4096, 14336  # a Llama-3-8B gate projection
 F16 = Dtypes("fp16", "fp16", "fp16")
@@ -51,8 +53,10 @@ def test_batch_of_at_most_eight_runs_a_matrix_vector_kernel_without_tile_waste(r
     assert float(t.compute_s) == pytest.approx(2 * 16 * K * N / peak * (1 + eff.gemm_m_half / 16))
 
 
-def test_a_quantised_gemm_above_the_vector_batch_first_writes_and_reads_an_fp16_copy(rtx4090):
+def test_a_quantised_gemm_of_a_2024_build_first_writes_and_reads_an_fp16_copy(rtx4090):
+    # builds before b3216 (engines.yaml llama.cpp by_version): dequantise + fp16 cuBLAS
     hw, eff = rtx4090
+    eff = eff.with_serving(Serving(weight_only_kernel="dequant-cublas-2024"))
     bw = 1.008e12 * eff.memory  # RTX 4090: 1008 GB/s
     launch = eff.kernel_overhead_s  # one kernel per GEMM
     t = op_time(_gemm(512, Q4), hw, Q4, eff)
@@ -64,9 +68,39 @@ def test_a_quantised_gemm_above_the_vector_batch_first_writes_and_reads_an_fp16_
     assert float(op_time(_gemm(1, Q4), hw, Q4, eff).overhead_s) == pytest.approx(launch)
 
 
+def test_a_quantised_gemm_of_a_current_build_runs_mmq_at_its_integer_rate(rtx4090):
+    # from b3216 on: MMQ reads the 4-bit weights as stored (no copy) and computes at 5 GEMM FLOPs
+    # per INT32 op (engines.yaml, reports/kernels/llamacpp_mmq.py) of the RTX 4090's 41.3 INT32
+    # TOPS (128 SMs x 64 INT32 lanes x 2520 MHz x 2), ramped by the preset's small-M half
+    hw, eff = rtx4090
+    t = op_time(_gemm(512, Q4), hw, Q4, eff)
+    assert float(t.compute_s) == pytest.approx(2 * 512 * K * N / (5.0 * 41.3e12) * (1 + eff.gemm_m_half / 512))
+    assert float(t.overhead_s) == pytest.approx(eff.kernel_overhead_s)  # one launch, no dequantised copy
+
+
 def test_vendor_engines_keep_their_tiles_and_accumulation(rtx4090):
     hw = load_hardware("rtx-4090").with_engine("vllm")
     eff = Efficiency.of(hw)
     assert eff.gemv_max_rows == 0 and not eff.fp16_accumulate
     t = op_time(_gemm(1, F16), hw, F16, eff)
     assert float(t.compute_s) == pytest.approx(2 * K * N / (165.2e12 * eff.compute) * (1 + eff.gemm_m_half))
+
+
+def test_the_committed_mmq_rate_is_the_fit_to_the_scoreboards_geforce_rows(capsys):
+    """engines.yaml's 5 FLOPs per INT32 op is what reports/kernels/llamacpp_mmq.py fits (--check
+    exits 1 otherwise), and each GeForce row's own solution makes the preset meet its pp512."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "reports" / "kernels" / "llamacpp_mmq.py"
+    spec = importlib.util.spec_from_file_location("llamacpp_mmq", path)
+    fit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fit)
+    assert fit.main(["--check"]) == 0
+    assert "written as 5" in capsys.readouterr().out
+    from calc.accuracy.predict import predict
+    from calc.spec.engine import engines
+
+    preset, rows = engines()["llama.cpp"], fit._rows()
+    c = fit.solve(rows["rtx-4090"], preset)
+    assert predict(rows["rtx-4090"], fit._with_compute(preset, c)) == pytest.approx(rows["rtx-4090"].value, rel=1e-6)

@@ -104,6 +104,27 @@ def test_per_pass_rows_run_their_versions_kernels():
     assert at("") == new
 
 
+def test_llama_bench_build_number_is_the_runs_version(tmp_path):
+    """llama-bench writes build_number: compare runs that build's kernels (engines.yaml llama.cpp
+    by_version), unless --engine-version says otherwise."""
+    from calc.accuracy.compare import compare_files
+    from calc.accuracy.scenario import Conditions
+
+    rows = json.loads((BENCH / "llama-bench.json").read_text())
+    for r in rows:
+        r["build_number"] = 2837
+    f = tmp_path / "lb.json"
+    f.write_text(json.dumps(rows))
+    results, failures, _ = compare_files([f], Conditions(model="llama-3-8b", hardware="rtx-4090"))
+    assert not failures
+    llama = load_engine("llama.cpp")
+    rule = next(r for r in llama.by_version if "weight_only_kernel" in r.set)
+    assert all(x.scenario.engine_version == "b2837" for x in results)
+    assert all(x.scenario.serving.weight_only_kernel == rule.set["weight_only_kernel"] for x in results)
+    results, _, _ = compare_files([f], Conditions(model="llama-3-8b", hardware="rtx-4090", engine_version="b9000"))
+    assert all(x.scenario.serving.weight_only_kernel is None for x in results)
+
+
 def test_an_int32_bound_kernel_runs_at_its_flops_per_int32_op():
     """A weight-only kernel with peak int32 (llama.cpp's MMQ) computes at ``compute`` GEMM FLOPs
     per INT32 op of the profile's int32_tops, whatever the tensor peak and the profile's GEMM
