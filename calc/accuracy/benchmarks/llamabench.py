@@ -108,8 +108,9 @@ def read(rows: list[dict], path: str) -> list[Run]:
         if (fa := _flash_attn(r, path, where)) is not None:
             cond["attention"] = "fused" if fa else "unfused"
         build = text["build_commit"]
-        if number := S.count(r, "build_number", path, where, low=1, text=True):
-            cond["engine_version"] = f"b{number}"  # llama.cpp's build: the preset's by_version rules read it
+        # llama.cpp's build: the preset's by_version rules read it (0: built without git, unknown)
+        if number := S.count(r, "build_number", path, where, text=True):
+            cond["engine_version"] = f"b{number}"
         runs.append(Run(
             file=path, format="llama-bench", label=f"{i + 1}:{label}", load="batch", batch=1,
             measured=measured(**{metric: ts}), prompt_len=float(n_p), output_len=float(n_g), depth=depth,

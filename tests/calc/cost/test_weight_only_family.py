@@ -142,3 +142,20 @@ def test_an_int32_bound_kernel_runs_at_its_flops_per_int32_op():
     assert float(t.compute_s) == pytest.approx(2 * 512 * 4096**2 / (peak * bare.efficiency.compute), rel=1e-9)
     with pytest.raises(ValueError, match="compute 4 > 1: a fraction of the 16-bit GEMM"):
         _preset(weight_only={"int4": mmq | {"peak": "matmul"}})
+
+
+def test_a_build_number_of_zero_is_no_version_and_a_negative_one_is_refused(tmp_path):
+    # llama.cpp writes build 0 when it was built without git (cmake/build-info.cmake): unknown, so
+    # the preset's own (current) kernels; a negative one is a broken file, said in one line
+    from calc.accuracy.compare import compare_files
+    from calc.accuracy.scenario import Conditions
+
+    rows = json.loads((BENCH / "llama-bench.json").read_text())
+    for number, ok in ((0, True), (-5, False)):
+        f = tmp_path / f"lb{number}.json"
+        f.write_text(json.dumps([dict(r, build_number=number) for r in rows]))
+        results, failures, _ = compare_files([f], Conditions(model="llama-3-8b", hardware="rtx-4090"))
+        if ok:
+            assert not failures and all(x.scenario.engine_version is None for x in results)
+        else:
+            assert not results and "build_number: -5 is out of range" in str(failures[0])
