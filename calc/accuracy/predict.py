@@ -105,8 +105,10 @@ def model_metric(row: Row, preset: EngineSpec | None, memo: dict | None = None, 
 def _at_version(preset: EngineSpec, row: Row, memo: dict | None) -> EngineSpec:
     """The preset as the row's engine version ran it: its scheduler resolved with the by_version
     rules that hold for the row (calc.spec.scheduler.resolve_serving; the kernel families and
-    graph policy a rule sets reach the pass through it); the preset itself without a version or
-    rules. ``memo``: model_metric's (one preset's values), keeping one copy per version, GPU, TP."""
+    graph policy a rule sets reach a fixed-batch pass through it, the kernel families alone a
+    max-load row's steady state, which keeps its own 8192-token steps); the preset itself without
+    a version or rules. ``memo``: model_metric's (one preset's values), keeping one copy per
+    version, GPU, TP."""
     if not preset.by_version or not row.engine_version:
         return preset
     from calc.spec.scheduler import resolve_serving
@@ -116,7 +118,8 @@ def _at_version(preset: EngineSpec, row: Row, memo: dict | None) -> EngineSpec:
     if hit is None:
         hw = load_hardware(row.hardware)
         serving = resolve_serving(preset, hw.name, hw.reported_memory_gb, version=row.engine_version, tp=row.tp)
-        hit = preset if serving == preset.scheduler else preset.model_copy(update={"scheduler": serving})
+        unversioned = resolve_serving(preset, hw.name, hw.reported_memory_gb, tp=row.tp)
+        hit = preset if serving == unversioned else preset.model_copy(update={"scheduler": serving})
         if memo is not None:
             memo[key] = hit
     return hit
@@ -144,7 +147,8 @@ def _steady_output(model, hw, row: Row, kw: dict, preset: EngineSpec | None, mem
         # (the ideal preset: the class defaults)
         own = resolve_serving(None if kw["ideal"] else preset, hw.name, hw.reported_memory_gb)
         serving = Serving(max_batched_tokens=8192, gpu_memory_utilization=own.gpu_memory_utilization,
-                          kv_share_of=own.kv_share_of, preemption=own.preemption)
+                          kv_share_of=own.kv_share_of, preemption=own.preemption, moe_kernel=own.moe_kernel,
+                          weight_only_kernel=own.weight_only_kernel)  # the version's kernel families
         rep = memo[key] = Replica(model, hw, row.tp, MAX_LOAD_BATCH, dt, serving, kw["attention"])
     rep = rep.with_max_batch(row.concurrency or MAX_LOAD_BATCH)
     if not rep.kv.fits:

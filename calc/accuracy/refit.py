@@ -164,7 +164,15 @@ def preset_yaml(results: list[Refit], files: list[str], tool_versions: list[str]
             v = getattr(p, name)
             text = v if isinstance(v, str) else f"{v:.4g}"
             body.append(f"  {name}: {text}  # source: {'fit' if name in free else 'base'}")
+        # the base's kernel set, as it is (JSON is YAML): its kernel families are what the family's
+        # scheduler and version rules name (calc.accuracy.scenario._scheduler_preset)
+        for name in KERNEL_FIELDS:
+            body.append(f"  {name}: {json.dumps(b.model_dump(mode='json')[name])}  # source: base")
     return "\n".join(head + body) + "\n"
+
+
+KERNEL_FIELDS = ("kernels", "launch_us", "custom_allreduce", "kernel_curves", "gemv_max_rows", "fp16_accumulate",
+                 "weight_only", "weight_only_kernels", "moe_kernels")
 
 
 def refit_groups(results, presets: dict[str, EngineSpec]) -> tuple[list[Refit], list[str]]:

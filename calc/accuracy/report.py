@@ -169,8 +169,11 @@ measurements ({_previous_note(r)}; they were fitted on a hash half of these rows
 *not* held out); and the **current model, leave-one-source-out** (LOSO): whatever the catalog
 profiles and `calc/data/engines.yaml` hold now, with the preset fields listed in
 `calc/data/accuracy_fit.yaml` refitted, within stated physical bounds and from stated priors, on
-every other publisher's rows, then scored on the publisher left out. No fit sees the rows it is
-scored on; no parameter is per row. The presets as committed now, without refit, are in the first
+every other publisher's rows, then scored on the publisher left out. No LOSO fit sees the rows it
+is scored on; no parameter is per row. One committed kernel constant is fitted on published rows
+outside the LOSO folds: llama.cpp MMQ's FLOPs per INT32 op, on three GeForce rows of the llama.cpp
+#15013 scoreboard (`reports/kernels/llamacpp_mmq.py`), so that publisher's rows are not wholly held
+out from it. The presets as committed now, without refit, are in the first
 table and in `predictions.csv`. Regenerate with `roofline accuracy --out reports/accuracy`.
 {fit_note}
 ## Targets (issue 13), as measured
@@ -218,7 +221,9 @@ Client-side TTFT and e2e add the preset's per-request serving time. llama.cpp's 
 is counted as 32-weight groups; rows split over GPUs without a TP degree are llama.cpp layer splits
 (pipeline). NVFP4 rows (Blackwell, fp4 activations) run the fp4 GEMM class (block-scaled W4A4 at
 the fp4 peak, the curve fitted to aiconfigurator's nvfp4 GEMM tables); weight-only int8/int4 rows
-pay their engine's measured dequantisation (`weight_only` in `calc/data/engines.yaml`). "By
+pay their engine's dequantisation (`weight_only` in `calc/data/engines.yaml`: measured kernels, or
+llama.cpp's MMQ at its integer rate and, for builds before b3216 by the row's `engine_version`,
+its dequantised copy). "By
 mechanism" groups rows by the kernels they test: llama.cpp's own, fp4 matmuls, weight-only
 quantised matmuls, and the rest (16-bit and fp8).
 

@@ -139,7 +139,7 @@ def _gemm_terms(op: OpCost, dt: Dtypes, eff: Efficiency, hw: HardwareSpec, roof:
     if wo is not None:
         rc, rm, extra_s = wo.compute, wo.memory, wo.fixed_us * MICRO
         if wo.peak == "int32":
-            rc = wo.compute * hw.int32_tops * TERA / roof if hw.int32_tops else 1.0
+            rc = wo.compute * hw.int32_rate_per_s / roof
         extra_bytes = wo.dequant_bytes * op.weight_bytes / dt.weight_bytes_per_param()
     m_half = eff.gemm_m_half
     mk = eff.moe_kernel_for(op, dt)

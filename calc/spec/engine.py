@@ -34,7 +34,7 @@ class WeightOnlyKernel(SpecModel):
 
     ``peak: int32``: a kernel bound by its integer work (unpacking the quantised weights), not by
     its tensor cores (llama.cpp's MMQ): its compute rate is ``compute`` GEMM FLOPs per INT32 op of
-    the profile's int32_tops (a profile without one: the chip's 16-bit GEMM rate), on the
+    the profile (HardwareSpec.int32_rate_per_s: its int32_tops, else half its FP32 peak), on the
     efficiency model (the 16-bit curves do not time it)."""
 
     kernel: str = Field(min_length=1)

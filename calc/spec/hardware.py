@@ -163,7 +163,7 @@ class HardwareSpec(_Spec):
     # Peak INT32 rate of the CUDA cores in tera-ops/s (an integer multiply-add counted as 2, as
     # NVIDIA's whitepapers count it): the roof of kernels bound by integer work rather than by
     # their tensor cores (llama.cpp's MMQ unpacking quantised weights: EngineSpec weight_only
-    # with peak int32). None: not stated; such kernels then run at the 16-bit GEMM's rate.
+    # with peak int32). None: not stated; int32_rate_per_s then assumes half the FP32 peak.
     int32_tops: float | None = Field(default=None, gt=0, le=lim.MAX_PEAK_TFLOPS)
     l2_cache_mb: float | None = Field(default=None, gt=0, le=lim.MAX_CACHE_MB)
     interconnect: Interconnect | None = None
@@ -252,6 +252,15 @@ class HardwareSpec(_Spec):
     @property
     def memory_bandwidth_bytes_per_s(self) -> float:
         return self.memory_bandwidth_tb_s * TB
+
+    @property
+    def int32_rate_per_s(self) -> float:
+        """INT32 ops/s of the CUDA cores: int32_tops, or, where a profile states none, half its FP32
+        peak (an assumption: the ratio on NVIDIA's Turing to Hopper SMs, 64 INT32 lanes beside 128
+        FP32, all but the A100's GA100; Blackwell, AMD and CPUs publish no INT32 figure)."""
+        if self.int32_tops is not None:
+            return self.int32_tops * TERA
+        return self.peak_flops_per_s("fp32") / 2
 
     @property
     def kernel_overhead_s(self) -> float:

@@ -195,6 +195,8 @@ class VersionRule(_MemoryRange):
     def _parses(cls, v: str | None) -> str | None:
         if v is not None and version_key(v) is None:
             raise ValueError(f"{v!r} is not a version (expected numbers such as 0.1.0)")
+        if v is not None and at_most(v):
+            raise ValueError(f"{v!r}: a rule's bound is a version, not an upper bound (<=)")
         return v
 
     @model_validator(mode="after")

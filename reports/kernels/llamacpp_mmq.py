@@ -4,7 +4,7 @@ INT32 op of the profile's int32_tops, and show what that predicts on GPUs it was
 MMQ unpacks the quantised blocks on the CUDA cores before its int8 mma.sync tiles, so its rate
 follows the SMs' integer throughput (SMs x 64 INT32 lanes x clock), not the tensor peak: on the
 scoreboard below, prefill FLOP/s per INT32 op/s is about the same on Ampere, Ada and Hopper,
-while per tensor-core FLOP/s it differs 3x. (This form was chosen after looking at all six GPUs'
+while per tensor-core FLOP/s it differs 4x. (This form was chosen after looking at all six GPUs'
 rows, so the held-out rows test the constant, not the form.)
 
 Data: the llama.cpp discussion #15013 scoreboard ("Performance of llama.cpp on NVIDIA CUDA", 2025,

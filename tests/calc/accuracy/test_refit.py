@@ -69,3 +69,27 @@ def test_preset_yaml_loads_and_cites_every_number(tmp_path):
         if value.split("#")[0].strip().replace(".", "", 1).replace("e+", "").isdigit():
             assert "# source:" in line, line
     assert all(f"# file: {LATENCY[0]}" in text for _ in [0]) and "sha256" in text and "roofline 0.1.0" in text
+
+
+def test_a_refit_llama_cpp_preset_keeps_its_kernel_families_for_old_builds(tmp_path):
+    """A refit file carries its base's kernel set and families: a llama-bench file of a build
+    before b3216 (the family's by_version rule names dequant-cublas-2024) predicts under it as
+    under the catalog preset (the fitted fields equal the base's here), not a refused file."""
+    import json as _json
+
+    from calc.accuracy.compare import compare_files
+
+    base = load_preset("llama.cpp")
+    r = Refit(base, base, (), ("a", "b"))
+    p = tmp_path / "llama.cpp-fit.yaml"
+    p.write_text(preset_yaml([r], [], [], "0.1.0"))
+    rows = _json.loads((BENCH / "llama-bench.json").read_text())
+    f = tmp_path / "old.json"
+    f.write_text(_json.dumps([dict(x, build_number=2837) for x in rows]))
+    got = {}
+    for engine in ("llama.cpp", str(p)):
+        results, failures, _ = compare_files([f], Conditions(model="llama-3-8b", hardware="rtx-4090", engine=engine))
+        assert not failures, failures
+        assert all(x.scenario.serving.weight_only_kernel == "dequant-cublas-2024" for x in results)
+        got[engine] = [m.predicted for x in results for m in x.metrics]
+    assert got[str(p)] == pytest.approx(got["llama.cpp"], rel=1e-3)

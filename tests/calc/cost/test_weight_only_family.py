@@ -92,16 +92,21 @@ def test_per_pass_rows_run_their_versions_kernels():
     preset = _preset()
 
     def at(version):
+        return at_preset(preset, version)
+
+    def at_preset(p, version):
         row = Row(id="r", publisher="p", engine="llama.cpp", preset="t", model="llama-3.1-8b", hardware="rtx-4090",
                   weight_dtype="int4", kv_dtype=None, compute_dtype=None, gpus=1, tp=1, pp=1, batch=1,
                   concurrency=None, prompt_len=512, output_len=1, metric="prefill_tokens_per_s", value=1.0,
                   engine_version=version)
-        return model_metric(row, preset)
+        return model_metric(row, p)
 
     old, new = at("b2837"), at("b3216")
-    assert old != new
     assert at("<=b3061 (May 2024)") == old
     assert at("") == new
+    # b2837's prediction is the one a preset whose own table is the old family gives
+    only_old = _preset(weight_only={"int4": OLD}, weight_only_kernels={}, by_version=[])
+    assert old == pytest.approx(at_preset(only_old, "b2837")) and old != new
 
 
 def test_llama_bench_build_number_is_the_runs_version(tmp_path):
@@ -128,7 +133,8 @@ def test_llama_bench_build_number_is_the_runs_version(tmp_path):
 def test_an_int32_bound_kernel_runs_at_its_flops_per_int32_op():
     """A weight-only kernel with peak int32 (llama.cpp's MMQ) computes at ``compute`` GEMM FLOPs
     per INT32 op of the profile's int32_tops, whatever the tensor peak and the profile's GEMM
-    fraction; on a profile that states no INT32 peak it runs at the 16-bit GEMM's rate."""
+    fraction; on a profile that states no INT32 peak, at half its FP32 peak (the Turing-to-Hopper
+    ratio of INT32 to FP32 lanes), never at the tensor peak."""
     mmq = {"kernel": "mmq", "peak": "int32", "compute": 4.0, "m_half": 0, "memory": 1.0, "fixed_us": 0}
     preset = _preset(weight_only={"int4": mmq}, weight_only_kernels={}, by_version=[])
     dt = Dtypes.resolve(load_model("llama-3.1-8b"), "int4", group_size=128)
@@ -138,8 +144,8 @@ def test_an_int32_bound_kernel_runs_at_its_flops_per_int32_op():
     assert float(t.compute_s) == pytest.approx(2 * 512 * 4096**2 / (4.0 * 41.3e12), rel=1e-9)
     bare = load_hardware("rtx-4090").model_copy(update={"int32_tops": None})
     t = op_time(op, bare, dt, Efficiency.of(bare.with_engine(preset)))
-    peak = bare.peak_tflops[dt.compute] * 1e12
-    assert float(t.compute_s) == pytest.approx(2 * 512 * 4096**2 / (peak * bare.efficiency.compute), rel=1e-9)
+    # RTX 4090 FP32 82.58 TFLOP/s (profile, data sheet): 41.29 assumed INT32 TOPS
+    assert float(t.compute_s) == pytest.approx(2 * 512 * 4096**2 / (4.0 * 82.58e12 / 2), rel=1e-9)
     with pytest.raises(ValueError, match="compute 4 > 1: a fraction of the 16-bit GEMM"):
         _preset(weight_only={"int4": mmq | {"peak": "matmul"}})
 
@@ -159,3 +165,26 @@ def test_a_build_number_of_zero_is_no_version_and_a_negative_one_is_refused(tmp_
             assert not failures and all(x.scenario.engine_version is None for x in results)
         else:
             assert not results and "build_number: -5 is out of range" in str(failures[0])
+
+
+
+def test_a_max_load_row_runs_its_versions_kernel_family():
+    """A max-load row (continuous batching, no fixed batch) takes its version's weight-only family
+    into its steady state too: b2837 predicts what a preset whose own table is the old family does."""
+    from calc.accuracy.predict import model_metric
+    from calc.accuracy.rows import Row
+
+    def at(p, version):
+        row = Row(id="r", publisher="p", engine="llama.cpp", preset="t", model="llama-3.1-8b", hardware="rtx-4090",
+                  weight_dtype="int4", kv_dtype=None, compute_dtype=None, gpus=1, tp=1, pp=1, batch=None,
+                  concurrency=64, prompt_len=2048, output_len=128, metric="output_tokens_per_s", value=1.0,
+                  engine_version=version)
+        return model_metric(row, p)
+
+    only_old = _preset(weight_only={"int4": OLD}, weight_only_kernels={}, by_version=[])
+    assert at(_preset(), "b2837") == pytest.approx(at(only_old, "b2837")) != at(_preset(), "b3216")
+
+
+def test_a_rules_bound_is_a_version_not_an_upper_bound():
+    with pytest.raises(ValueError, match="a rule's bound is a version, not an upper bound"):
+        VersionRule(before="<=b3216", set={})
