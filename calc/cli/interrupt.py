@@ -11,8 +11,10 @@ building a schema turns the interrupt into a SchemaError) still ends as the inte
 
 from __future__ import annotations
 
+import _thread
 import signal
 import sys
+import time
 from contextlib import contextmanager
 
 INTERRUPTED = 130  # 128 + SIGINT
@@ -36,14 +38,32 @@ def _raise_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt()
 
 
+def _deliver_again(info) -> None:
+    """sys.unraisablehook: an interrupt raised inside code Python cannot raise from (a weakref
+    callback, __del__: the signal landed there) would be printed as "Exception ignored" with a
+    traceback and lost; it is delivered to the main thread again instead, to land at its next
+    instruction. Anything else goes to Python's own hook."""
+    if isinstance(info.exc_value, KeyboardInterrupt) and _received:
+        # from another thread, once this hook has returned: raised within it, it is ignored again
+        _thread.start_new_thread(_interrupt_main_soon, (_received[-1],))
+        return
+    sys.__unraisablehook__(info)
+
+
+def _interrupt_main_soon(signum: int) -> None:
+    time.sleep(0.005)
+    _thread.interrupt_main(signum)
+
+
 def catch_sigterm() -> None:
     """Turn SIGTERM into ``Terminated`` and SIGINT into KeyboardInterrupt, each noted (main
-    thread only; a no-op elsewhere)."""
+    thread only; a no-op elsewhere), never lost in a callback that cannot raise."""
     try:
         signal.signal(signal.SIGTERM, _raise_terminated)
         signal.signal(signal.SIGINT, _raise_interrupt)
     except ValueError:  # not the main thread: leave the defaults
-        pass
+        return
+    sys.unraisablehook = _deliver_again
 
 
 def received() -> int | None:

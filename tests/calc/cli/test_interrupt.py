@@ -74,3 +74,29 @@ def test_an_interrupt_wrapped_by_library_code_is_still_the_interrupt():
         assert isinstance(r.exception, ZeroDivisionError)  # without a signal, a bug stays a bug
     finally:
         interrupt._received.clear()
+
+
+def test_an_interrupt_landing_in_a_callback_that_cannot_raise_is_not_lost():
+    # Ctrl-C landing inside a weakref callback (CI caught one in importlib's module-lock callback)
+    # raises there, where Python can only print "Exception ignored" and go on: the command then
+    # ran to its end with a traceback on stderr. The unraisable hook delivers it again, so it lands
+    # at the main thread's next instruction; a subprocess, so the test runner's own handlers stay.
+    script = """
+import gc, signal, sys, time, weakref
+from calc.cli import interrupt
+interrupt.catch_sigterm()
+class T: pass
+t = T()
+def cb(ref):  # what the signal handler does when SIGINT lands in the callback
+    interrupt._raise_interrupt(signal.SIGINT, None)
+r = weakref.ref(t, cb)
+try:
+    del t; gc.collect()
+    for _ in range(100):
+        time.sleep(0.01)
+    print("lost")
+except KeyboardInterrupt:
+    print("delivered")
+"""
+    p = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.stdout.strip() == "delivered" and "Traceback" not in p.stderr, (p.stdout, p.stderr)
