@@ -148,7 +148,7 @@ def _steady_output(model, hw, row: Row, kw: dict, preset: EngineSpec | None, mem
         own = resolve_serving(None if kw["ideal"] else preset, hw.name, hw.reported_memory_gb)
         serving = Serving(max_batched_tokens=8192, gpu_memory_utilization=own.gpu_memory_utilization,
                           kv_share_of=own.kv_share_of, preemption=own.preemption, moe_kernel=own.moe_kernel,
-                          weight_only_kernel=own.weight_only_kernel)  # the version's kernel families
+                          weight_only_kernel=own.weight_only_kernel, kernel_set=own.kernel_set)  # the version's kernels
         rep = memo[key] = Replica(model, hw, row.tp, MAX_LOAD_BATCH, dt, serving, kw["attention"])
     rep = rep.with_max_batch(row.concurrency or MAX_LOAD_BATCH)
     if not rep.kv.fits:

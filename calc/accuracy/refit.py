@@ -171,7 +171,7 @@ def preset_yaml(results: list[Refit], files: list[str], tool_versions: list[str]
     return "\n".join(head + body) + "\n"
 
 
-KERNEL_FIELDS = ("kernels", "launch_us", "custom_allreduce", "kernel_curves", "gemv_max_rows", "fp16_accumulate",
+KERNEL_FIELDS = ("kernels", "kernel_sets", "launch_us", "custom_allreduce", "kernel_curves", "gemv_max_rows", "fp16_accumulate",
                  "weight_only", "weight_only_kernels", "moe_kernels")
 
 

@@ -56,6 +56,8 @@ class Efficiency:
     # (operator name, kernels launched per occurrence) of the preset's kernel set; others keep
     # the operator's own count (calc.cost.operators).
     kernel_counts: tuple[tuple[str, float], ...] = ()
+    # every kernel set the preset has, (name, counts), its own under None (Serving.kernel_set names one)
+    kernel_sets: tuple[tuple[str | None, tuple[tuple[str, float], ...]], ...] = ()
     custom_allreduce: bool = True  # the engine has a custom (one-/two-shot) all-reduce
     fitted_collectives: bool = False  # time collectives by the profile's fitted algorithms (not ideal)
 
@@ -139,7 +141,9 @@ class Efficiency:
             step_overhead_s=preset.step_overhead_us * MICRO, request_overhead_s=preset.request_overhead_s,
             compute=self.compute * preset.compute_scale, memory=self.memory * preset.memory_scale, by_dtype=(),
             compute_scale=preset.compute_scale, memory_scale=preset.memory_scale, curves=curves,
-            kernel_counts=tuple(preset.kernels.items()), custom_allreduce=preset.custom_allreduce,
+            kernel_counts=tuple(preset.kernels_of(preset.scheduler.kernel_set).items()),
+            kernel_sets=tuple((n, tuple(k.items())) for n, k in [(None, preset.kernels), *preset.kernel_sets.items()]),
+            custom_allreduce=preset.custom_allreduce,
             weight_only=tuple(preset.weight_only_of(preset.scheduler.weight_only_kernel).items()),
             weight_only_kernels=tuple((n, tuple(t.items())) for n, t in
                                       [(None, preset.weight_only), *preset.weight_only_kernels.items()]),
@@ -155,12 +159,13 @@ class Efficiency:
         families run): its prefill launch cost, MoE and weight-only kernels (ideal: none)."""
         if self.engine is None or self.engine == "ideal":
             return self
-        families = dict(self.weight_only_kernels)
-        own = families.pop(None, ())
-        name = serving.weight_only_kernel
+        families, sets = dict(self.weight_only_kernels), dict(self.kernel_sets)
+        own, own_set = families.pop(None, self.weight_only), sets.pop(None, self.kernel_counts)
+        name, set_name = serving.weight_only_kernel, serving.kernel_set
         return replace(self, prefill_launch_s=serving.prefill_launch_us * MICRO,
                        moe_kernel=kernel_of(dict(self.moe_kernels), serving.moe_kernel),
-                       weight_only=own if name is None else kernel_of(families, name, "weight_only_kernel"))
+                       weight_only=own if name is None else kernel_of(families, name, "weight_only_kernel"),
+                       kernel_counts=own_set if set_name is None else kernel_of(sets, set_name, "kernel_set"))
 
     def with_step_overhead(self, seconds: float) -> Efficiency:
         """These efficiencies with another per-pass overhead (every dtype's): a draft pass run

@@ -102,6 +102,9 @@ class EngineSpec(SpecModel):
     # as calc.cost.operators names them (0: fused into a neighbour, e.g. the residual add into
     # a fused add+RMSNorm); operators not listed keep their own count.
     kernels: dict[str, float] = Field(default_factory=dict)
+    # Other kernel sets by name, each keyed as kernels, for runs whose scheduler names one
+    # (Serving.kernel_set, set by a by_version rule): the engine's builds before its fusions.
+    kernel_sets: dict[str, dict[str, float]] = Field(default_factory=dict)
     # Per kernel launched, beyond the kernel's measured time, on profiles with measured kernel
     # curves: CUDA-graph replay (the curves' fixed times already hold it) or eager launch and
     # dispatch. None: kernel_overhead_us applies there too.
@@ -151,7 +154,8 @@ class EngineSpec(SpecModel):
             raise ValueError(f"not scheduler fields: {', '.join(bad)} (fields: {', '.join(sorted(fields))})")
         for r in [*self.by_memory, *self.by_version]:
             Serving.model_validate(r.set)
-        for field, known in (("moe_kernel", self.moe_kernels), ("weight_only_kernel", self.weight_only_kernels)):
+        for field, known in (("moe_kernel", self.moe_kernels), ("weight_only_kernel", self.weight_only_kernels),
+                             ("kernel_set", self.kernel_sets)):
             named = [getattr(self.scheduler, field), *(r.set.get(field) for r in [*self.by_memory, *self.by_version])]
             unknown = sorted({k for k in named if k is not None and k not in known})
             if unknown:
@@ -185,6 +189,16 @@ class EngineSpec(SpecModel):
         if bad:
             raise ValueError(f"kernel counts must be >= 0: {', '.join(bad)}")
         return v
+
+    @field_validator("kernel_sets")
+    @classmethod
+    def _sets(cls, v: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        return {name: cls._counts(counts) for name, counts in v.items()}
+
+    def kernels_of(self, name: str | None) -> dict[str, float]:
+        """The kernels per operator a run launches: the set ``name`` (a scheduler's kernel_set),
+        else the preset's own."""
+        return self.kernels if name is None else self.kernel_sets[name]
 
     @property
     def request_overhead_s(self) -> float:

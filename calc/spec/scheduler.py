@@ -37,6 +37,8 @@ the engine (``gpu_memory_utilization`` for vLLM, ``mem_fraction_static`` for SGL
                             moe_kernels (older builds, by version); None: the chip's grouped GEMM
     weight_only_kernel      the weight-only GEMMs the run had, a name from the preset's
                             weight_only_kernels (older builds, by version); None: its weight_only
+    kernel_set              the kernels per operator the run launched, a name from the preset's
+                            kernel_sets (older builds, before fusions; by version); None: its kernels
     moe_chunk_tokens        tokens the fused-MoE kernel takes at a time (vLLM VLLM_FUSED_MOE_CHUNK_SIZE;
                             None: a pass's all): a pass of more runs its routed experts in chunks, so
                             their live activations, in the profiling pass that sizes the KV cache too,
@@ -87,6 +89,7 @@ class Serving(SpecModel):
     graph_prefill: bool = True
     moe_kernel: str | None = Field(default=None, min_length=1, max_length=80)
     weight_only_kernel: str | None = Field(default=None, min_length=1, max_length=80)
+    kernel_set: str | None = Field(default=None, min_length=1, max_length=80)
     moe_chunk_tokens: int | None = Field(default=None, ge=1, le=lim.MAX_TOKENS)
     dp_attention: bool = False
 
@@ -327,6 +330,7 @@ def resolve_serving(preset, hw_name: str = "", memory_gb: float = 0.0, block: Se
     kernel_of(preset.moe_kernels if preset is not None else {}, out.moe_kernel, "moe_kernel", where)
     kernel_of(preset.weight_only_kernels if preset is not None else {}, out.weight_only_kernel, "weight_only_kernel",
               where)
+    kernel_of(preset.kernel_sets if preset is not None else {}, out.kernel_set, "kernel_set", where)
     if out.dp_attention and (preset is None or all(a.field != "dp_attention" for a in preset.engine_args.values())):
         name = "no engine" if preset is None else preset.name
         raise SpecError(where, "dp_attention", f"{name} has no data-parallel attention (an engine argument for it: "

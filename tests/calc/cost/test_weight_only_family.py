@@ -188,3 +188,19 @@ def test_a_max_load_row_runs_its_versions_kernel_family():
 def test_a_rules_bound_is_a_version_not_an_upper_bound():
     with pytest.raises(ValueError, match="a rule's bound is a version, not an upper bound"):
         VersionRule(before="<=b3216", set={})
+
+
+def test_a_version_rule_picks_the_kernel_set_and_an_unknown_one_is_refused():
+    """Serving.kernel_set (a by_version rule) picks the preset's kernels per operator: a norm of 2
+    kernels before the fusion, 1 after, and each kernel pays the preset's launch cost."""
+    body = {"kernels": {"norms": 1}, "kernel_sets": {"unfused": {"norms": 2}},
+            "by_version": [{"before": "b5965", "set": {"kernel_set": "unfused"}}]}
+    preset = _preset(**body)
+    hw = load_hardware("rtx-4090")
+    eff = Efficiency.of(hw.with_engine(preset))
+    norm = OpCost("norms", "norm", 2, other_flops=np.float64(4096.0), act_read_bytes=np.float64(8192.0))
+    old = eff.with_serving(resolve_serving(preset, hw.name, hw.reported_memory_gb, version="b2837"))
+    new = eff.with_serving(resolve_serving(preset, hw.name, hw.reported_memory_gb, version="b7073"))
+    assert (old.kernels_of(norm), new.kernels_of(norm)) == (2.0, 1.0)
+    with pytest.raises(ValueError, match="kernel_set gone is not one of kernel_sets"):
+        _preset(**body | {"by_version": [{"before": "b5965", "set": {"kernel_set": "gone"}}]})
