@@ -141,17 +141,13 @@ class Efficiency:
             step_overhead_s=preset.step_overhead_us * MICRO, request_overhead_s=preset.request_overhead_s,
             compute=self.compute * preset.compute_scale, memory=self.memory * preset.memory_scale, by_dtype=(),
             compute_scale=preset.compute_scale, memory_scale=preset.memory_scale, curves=curves,
-            kernel_counts=tuple(preset.kernels_of(preset.scheduler.kernel_set).items()),
             kernel_sets=tuple((n, tuple(k.items())) for n, k in [(None, preset.kernels), *preset.kernel_sets.items()]),
             custom_allreduce=preset.custom_allreduce,
-            weight_only=tuple(preset.weight_only_of(preset.scheduler.weight_only_kernel).items()),
             weight_only_kernels=tuple((n, tuple(t.items())) for n, t in
                                       [(None, preset.weight_only), *preset.weight_only_kernels.items()]),
-            gemv_max_rows=preset.gemv_max_rows,
-            fp16_accumulate=preset.fp16_accumulate, prefill_launch_s=preset.scheduler.prefill_launch_us * MICRO,
+            gemv_max_rows=preset.gemv_max_rows, fp16_accumulate=preset.fp16_accumulate,
             moe_kernels=tuple(preset.moe_kernels.items()),
-            moe_kernel=preset.moe_kernels.get(preset.scheduler.moe_kernel) if preset.scheduler.moe_kernel else None,
-        )
+        ).with_serving(preset.scheduler)  # the families and graph policy its own scheduler names
 
     def with_serving(self, serving) -> Efficiency:
         """These efficiencies under a resolved scheduler (a workload's or a run's engine arguments,

@@ -177,11 +177,6 @@ class EngineSpec(SpecModel):
     def _wo_families(cls, v: dict[str, dict[str, WeightOnlyKernel]]) -> dict[str, dict[str, WeightOnlyKernel]]:
         return {name: cls._wo_dtypes(table) for name, table in v.items()}
 
-    def weight_only_of(self, name: str | None) -> dict[str, WeightOnlyKernel]:
-        """The weight-only GEMMs by dtype a run has: the family ``name`` (a scheduler's
-        weight_only_kernel), else the preset's own."""
-        return self.weight_only if name is None else self.weight_only_kernels[name]
-
     @field_validator("kernels")
     @classmethod
     def _counts(cls, v: dict[str, float]) -> dict[str, float]:
@@ -194,11 +189,6 @@ class EngineSpec(SpecModel):
     @classmethod
     def _sets(cls, v: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
         return {name: cls._counts(counts) for name, counts in v.items()}
-
-    def kernels_of(self, name: str | None) -> dict[str, float]:
-        """The kernels per operator a run launches: the set ``name`` (a scheduler's kernel_set),
-        else the preset's own."""
-        return self.kernels if name is None else self.kernel_sets[name]
 
     @property
     def request_overhead_s(self) -> float:
