@@ -72,8 +72,9 @@ class LoadRow:
     engine_args: dict = field(default_factory=dict)
     engine_version: str = ""  # the engine's version as published (the preset's by_version rules read it)
     # lengths "uniform R": each request's prompt and output drawn uniformly from [int(L x R), L] (the
-    # random datasets of vLLM's and SGLang's benchmark scripts, --random-range-ratio R), L the row's
-    # input_len / output_len; None: every request at the row's lengths ("fixed", or "mean": the means)
+    # random datasets of vLLM's and SGLang's benchmark scripts, --random-range-ratio R; R = 0, the
+    # scripts' old default, draws prompts from [1, L]: drawn_lengths), L the row's input_len /
+    # output_len; None: every request at the row's lengths ("fixed", or "mean": the means)
     range_ratio: float | None = None
 
     @property
@@ -87,21 +88,25 @@ class LoadRow:
 
 
 def _range_ratio(text: str, where: str) -> float | None:
-    """The ``lengths`` column: "fixed" or "mean" (None), or "uniform R" with 0 < R <= 1."""
+    """The ``lengths`` column: "fixed" or "mean" (None), or "uniform R" with 0 <= R <= 1."""
     kind, _, ratio = (text or "").partition(" ")
     if kind in ("fixed", "mean") and not ratio:
         return None
     value = csv_number(ratio) if kind == "uniform" else None
-    if value is None or not 0 < value <= 1:
-        raise SpecError(where, "lengths", f"{text!r}: expected fixed, mean or uniform R (0 < R <= 1)")
+    if value is None or not 0 <= value <= 1:
+        raise SpecError(where, "lengths", f"{text!r}: expected fixed, mean or uniform R (0 <= R <= 1)")
     return value
 
 
 def drawn_lengths(r: LoadRow, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """``n`` requests' prompt and output lengths as a ``uniform R`` row's benchmark draws them
-    (numpy integers in [int(L x R), L], each length on its own; seeded, so scoring is repeatable)."""
+    (numpy integers, each length on its own, as SGLang's bench_serving sample_random_requests
+    draws them: prompts from [max(int(L x R), 1), L], outputs from [int(L x R), L], where an output
+    of 0 still yields its one token; seeded, so scoring is repeatable)."""
     rng = np.random.default_rng(seed)
-    T, G = (rng.integers(int(L * r.range_ratio), int(L) + 1, size=n) for L in (r.prompt_len, r.output_len))
+    R = r.range_ratio
+    T = rng.integers(max(int(r.prompt_len * R), 1), int(r.prompt_len) + 1, size=n)
+    G = rng.integers(int(r.output_len * R), int(r.output_len) + 1, size=n)
     return T, G
 
 

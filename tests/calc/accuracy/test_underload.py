@@ -16,6 +16,8 @@ from calc.accuracy.loadrows import (
     MEASURED,
     UNDER_LOAD,
     LoadRow,
+    _range_ratio,
+    drawn_lengths,
     level,
     load_rows,
     preset_name,
@@ -45,7 +47,7 @@ def test_every_row_states_its_source_and_conditions():
         assert r["engine"] in KNOWN_ENGINES and r["engine_version"], r["id"]
         assert (r["metric"], r["statistic"]) in MEASURED, r["id"]
         assert float(r["value"]) > 0 and float(r["input_len"]) > 0 and float(r["output_len"]) > 0, r["id"]
-        assert r["lengths"] in ("fixed", "mean", "uniform 0.8") and r["load"] in ("concurrency", "rate", "burst"), r["id"]
+        assert r["lengths"] in ("fixed", "mean", "uniform 0.8", "uniform 0") and r["load"] in ("concurrency", "rate", "burst"), r["id"]
         assert int(r["tp"]) >= 1 and int(r["num_gpus"]) >= int(r["tp"]), r["id"]
     assert len({r["id"] for r in raw}) == len(raw)
     rows, skipped = load_rows()
@@ -175,6 +177,22 @@ def test_uniform_lengths_are_drawn_per_request_as_the_benchmark_draws_them():
         assert lens.mean() == pytest.approx(921.5, abs=3 * 59.5 / math.sqrt(4000))  # sd of U{819..1024}: 206 / sqrt(12)
     assert not np.array_equal(sc.prompt_lens, sc.output_lens)  # drawn apart
     assert np.array_equal(sc.prompt_lens, scenario([r], "vllm").prompt_lens)  # seeded: scoring repeats
+
+
+def test_range_ratio_zero_draws_as_sglangs_sample_random_requests():
+    """lengths "uniform 0" (bench_serving's old default --random-range-ratio 0.0): prompts from
+    [max(int(1024 x 0), 1), 1024] = [1, 1024], mean (1 + 1024) / 2 = 512.5; outputs from
+    [int(512 x 0), 512] = [0, 512], mean 256 (an output of 0 still yields the one token the
+    simulator's floor gives it). DataCrunch's 300 prompts at 1024/1024 totalled 152,612 input
+    tokens: 508.7 a prompt, within the draw's spread."""
+    r = LoadRow(**{**_load("z", "P", conc=8, n=20000).__dict__, "prompt_len": 1024, "output_len": 512,
+                   "range_ratio": 0.0})
+    T, G = drawn_lengths(r, 20000)
+    assert T.min() == 1 and T.max() == 1024 and G.min() == 0 and G.max() == 512
+    assert T.mean() == pytest.approx(512.5, abs=3 * 1024 / math.sqrt(12 * 20000))  # sd of U{1..1024}: ~1024 / sqrt(12)
+    assert G.mean() == pytest.approx(256.0, abs=3 * 513 / math.sqrt(12 * 20000))
+    with pytest.raises(SpecError, match="0 <= R <= 1"):
+        _range_ratio("uniform 1.5", "f")
 
 
 def test_a_runs_engine_arguments_are_read_under_the_engines_own_names():
