@@ -60,6 +60,7 @@ _ALIASES: dict[str, str] = {
 WEIGHT_ONLY = frozenset({"int4"})
 # weight dtypes stored with one fp16 scale per group of weights (--group-size applies to them)
 GROUP_SCALED = ("int8", "int4", "fp4")
+INTEGER_WEIGHTS = ("int8", "int4")  # the integer ones (GGUF q8_0, q4_0, q4_K ... as the catalog states them)
 DEFAULT_GROUP_SIZE = 128  # weights per scale: AWQ/GPTQ checkpoints' usual group
 # Block-scaled formats whose block is part of the format: dtype -> (weights per scale, scale bytes).
 # OCP Microscaling (MX) v1.0: 32 E2M1 values share one E8M0 scale byte, 4.25 bits a weight

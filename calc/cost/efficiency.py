@@ -40,6 +40,7 @@ class Efficiency:
     by_dtype: tuple[tuple[str, Efficiency], ...] = ()
     gemm_m_half: float = 0.0  # tokens: matmul efficiency x M / (M + m_half)
     gemv_max_rows: int = 0  # matmuls of at most this many rows run as matrix-vector kernels (EngineSpec)
+    gemv_int32_flops: float = 0.0  # their GEMV FLOPs per INT32 op on int8/int4 weights (EngineSpec); 0: none
     fp16_accumulate: bool = False  # fp16 GEMMs accumulate in fp16 (EngineSpec.fp16_accumulate)
     # per kernel, what a pass carrying prefill tokens pays eagerly (graphs of decode-only steps:
     # calc.spec.scheduler.Serving.prefill_launch_us); 0: its graphs hold such passes too
@@ -145,7 +146,8 @@ class Efficiency:
             custom_allreduce=preset.custom_allreduce,
             weight_only_kernels=tuple((n, tuple(t.items())) for n, t in
                                       [(None, preset.weight_only), *preset.weight_only_kernels.items()]),
-            gemv_max_rows=preset.gemv_max_rows, fp16_accumulate=preset.fp16_accumulate,
+            gemv_max_rows=preset.gemv_max_rows, gemv_int32_flops=preset.gemv_int32_flops,
+            fp16_accumulate=preset.fp16_accumulate,
             moe_kernels=tuple(preset.moe_kernels.items()),
         ).with_serving(preset.scheduler)  # the families and graph policy its own scheduler names
 

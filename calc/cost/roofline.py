@@ -34,7 +34,7 @@ from functools import cached_property
 
 import numpy as np
 
-from calc.core.units import MICRO, TERA
+from calc.core.units import INTEGER_WEIGHTS, MICRO, TERA
 from calc.cost.curves import curve_terms
 from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
@@ -131,7 +131,9 @@ def _gemm_terms(op: OpCost, dt: Dtypes, eff: Efficiency, hw: HardwareSpec, roof:
     m_half) (small-M tiles run mostly empty), and a weight-only GEMM its kernel's fractions, fixed
     time and dequantisation traffic (an INT32-bound one its FLOPs per INT32 op x the profile's
     int32_tops, restated as a fraction of ``roof``); a matrix-vector kernel (M <= the preset's
-    gemv_max_rows) neither: it streams the weights as stored. Other operators: (1, 1, 0, 0, 1)."""
+    gemv_max_rows) neither: it streams the weights as stored, and on int8/int4 weights computes at
+    the preset's gemv_int32_flops per INT32 op where it states one (llama.cpp's MMVQ unpacks and
+    dots the quantised blocks on the CUDA cores). Other operators: (1, 1, 0, 0, 1)."""
     if op.kind != "linear":
         return 1.0, 1.0, 0.0, 0.0, 1.0
     wo = eff.weight_only_for(dt)
@@ -149,7 +151,9 @@ def _gemm_terms(op: OpCost, dt: Dtypes, eff: Efficiency, hw: HardwareSpec, roof:
     if not eff.gemv_max_rows:
         return rc, rm, extra_s, extra_bytes, tile
     gemm = np.asarray(op.rows) > eff.gemv_max_rows
-    return (np.where(gemm, rc, 1.0), np.where(gemm, rm, 1.0), np.where(gemm, extra_s, 0.0),
+    gemv_rc = eff.gemv_int32_flops * hw.int32_rate_per_s / roof if (
+        eff.gemv_int32_flops and dt.weight in INTEGER_WEIGHTS) else 1.0
+    return (np.where(gemm, rc, gemv_rc), np.where(gemm, rm, 1.0), np.where(gemm, extra_s, 0.0),
             np.where(gemm, extra_bytes, 0.0), np.where(gemm, tile, 1.0))
 
 

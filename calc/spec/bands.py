@@ -37,6 +37,7 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
+from calc.core.units import INTEGER_WEIGHTS
 from calc.spec.base import SpecModel
 
 BANDS_FILE = Path(__file__).resolve().parents[1] / "data" / "bands.yaml"
@@ -99,7 +100,7 @@ def precision_class(weight_dtype: str | None, compute_dtype: str | None) -> str:
         return "fp8"
     if w in ("fp4", "mxfp4"):
         return "fp4"
-    if w in ("int8", "int4"):
+    if w in INTEGER_WEIGHTS:
         return "int-weight"
     if c in ("bf16", "fp16") or w in ("bf16", "fp16"):
         return "16bit"

@@ -117,6 +117,11 @@ class EngineSpec(SpecModel):
     # (llama.cpp's MMVQ): they stream the weights as stored, with no tensor-core tile to fill
     # (no small-M penalty) and no weight-only GEMM (weight_only applies above). 0: none.
     gemv_max_rows: int = Field(default=0, ge=0)
+    # Those matrix-vector kernels on int8/int4 weights are bound by their integer work (unpacking
+    # the quantised blocks and their dot products on the CUDA cores), not only by streaming the
+    # weights: they run at this many GEMV FLOPs (2 per weight and row) per INT32 op of the profile
+    # (HardwareSpec.int32_rate_per_s), or at the memory roof where that is slower. 0: memory only.
+    gemv_int32_flops: float = Field(default=0.0, ge=0, le=64)
     # fp16 GEMMs accumulate in fp16 (cuBLAS CUBLAS_COMPUTE_16F): they run at the profile's
     # fp16_accumulate_tflops where it states one (GeForce cards: twice the FP32-accumulate rate).
     fp16_accumulate: bool = False

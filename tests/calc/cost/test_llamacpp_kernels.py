@@ -121,3 +121,31 @@ def test_a_llama_decode_layer_launches_the_kernels_its_build_does(build, per_lay
     eff = Efficiency.of(hw).with_serving(resolve_serving(hw.preset, hw.name, hw.reported_memory_gb, version=build))
     layer_ops = [t.op for t in cost.ops if t.op.layers >= model.num_layers]  # per-layer operators (norms: 2 a layer)
     assert sum(eff.kernels_of(op) * op.layers for op in layer_ops) == per_layer * model.num_layers
+
+
+def test_a_quantised_matrix_vector_kernel_runs_at_its_integer_rate_or_the_memory_roof():
+    """MMVQ (one token) on 4-bit weights: 2 x K x N GEMV FLOPs at 0.2 per INT32 op (engines.yaml
+    llama.cpp gemv_int32_flops), or the weights streamed at the memory roof, whichever is slower.
+    A100 80GB SXM: 19.5 INT32 TOPS, so 2 x 4096 x 14336 / (0.2 x 19.5e12) = 30.1 us, over the
+    weights' 33 MB at 2.039 TB/s x the profile's memory fraction: integer-bound. RTX 4090: 41.3
+    TOPS, 14.2 us, under its 1.008 TB/s stream of the same bytes: memory-bound, as before. fp16
+    weights (no unpacking) and vendor engines (no matrix-vector kernel) keep the memory roof alone."""
+    flops = 2.0 * K * N
+    a100 = load_hardware("a100-80gb-sxm").with_engine("llama.cpp")
+    eff = Efficiency.of(a100)
+    assert eff.gemv_int32_flops == 0.2
+    t = op_time(_gemm(1, Q4), a100, Q4, eff)
+    assert float(t.compute_s) == pytest.approx(flops / (0.2 * 19.5e12))
+    op = _gemm(1, Q4)  # the weights, plus the preset's small-transfer half per kernel launched
+    moved = K * N * weight_bytes_per_param("int4", Q4.group_size) + eff.kernels_of(op) * eff.memory_half_bytes
+    assert float(t.memory_s) == pytest.approx(moved / (2.039e12 * eff.memory))
+    assert float(t.compute_s) > float(t.memory_s)  # integer-bound on the A100
+    hw = load_hardware("rtx-4090").with_engine("llama.cpp")
+    e4090 = Efficiency.of(hw)
+    t = op_time(_gemm(1, Q4), hw, Q4, e4090)
+    assert float(t.compute_s) == pytest.approx(flops / (0.2 * 41.3e12))
+    assert float(t.memory_s) > float(t.compute_s)  # memory-bound on the RTX 4090
+    f16 = op_time(_gemm(1, F16), a100, F16, eff)  # no unpacking: the FLOPs at the fp16 roof
+    assert float(f16.compute_s) == pytest.approx(flops / (312e12 * eff.compute))
+    vllm = load_hardware("a100-80gb-sxm").with_engine("vllm")
+    assert Efficiency.of(vllm).gemv_int32_flops == 0.0
