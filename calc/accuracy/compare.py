@@ -102,7 +102,8 @@ def _hardware(sc: Scenario, preset: EngineSpec):
 def _dtypes(sc: Scenario, model, preset: EngineSpec):
     from calc.cost.dtypes import Dtypes
 
-    return Dtypes.resolve(model, sc.weight_dtype, sc.kv_dtype, sc.compute_dtype, GROUP_SIZE.get(family(preset), DEFAULT_GROUP_SIZE))
+    return Dtypes.resolve(model, sc.weight_dtype, sc.kv_dtype, sc.compute_dtype, GROUP_SIZE.get(family(preset), DEFAULT_GROUP_SIZE),
+                          None if preset.ideal else preset.gemm_dtype)
 
 
 def predict(sc: Scenario, preset: EngineSpec) -> dict[str, float]:

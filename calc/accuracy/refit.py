@@ -171,8 +171,8 @@ def preset_yaml(results: list[Refit], files: list[str], tool_versions: list[str]
     return "\n".join(head + body) + "\n"
 
 
-KERNEL_FIELDS = ("kernels", "kernel_sets", "launch_us", "custom_allreduce", "kernel_curves", "gemv_max_rows", "fp16_accumulate",
-                 "weight_only", "weight_only_kernels", "moe_kernels")
+KERNEL_FIELDS = ("kernels", "kernel_sets", "launch_us", "custom_allreduce", "kernel_curves", "gemv_max_rows", "gemv_int32_flops",
+                 "fp16_accumulate", "gemm_dtype", "weight_only", "weight_only_kernels", "moe_kernels")
 
 
 def refit_groups(results, presets: dict[str, EngineSpec]) -> tuple[list[Refit], list[str]]:

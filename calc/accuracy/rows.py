@@ -75,10 +75,15 @@ def csv_number(v) -> float | None:
 
 def compute_dtype_of(weight: str, act: str | None) -> str | None:
     """The matmul dtype: fp8 activations (or fp8 weights with none stated) run fp8 GEMMs; fp4
-    activations (NVFP4, W4A4 with block scales) run the fp4 GEMM class."""
+    activations (NVFP4, W4A4 with block scales) run the fp4 GEMM class; a stated 16-bit (or fp32)
+    activation dtype is the GEMMs' own, whatever the model ships in (llama.cpp's CUDA backend
+    runs its dequantised and fp16 GEMMs in fp16 on a bf16 Llama 3, where GeForce cards accumulate
+    at twice the bf16 rate); None: the model's serving dtype."""
     if act == "fp4":
         return "fp4"
-    return "fp8" if act == "fp8" or (weight == "fp8" and act is None) else None
+    if act == "fp8" or (weight == "fp8" and act is None):
+        return "fp8"
+    return act
 
 
 def kv_dtype_of(weight: str, kv: str | None, model: str) -> str | None:

@@ -27,9 +27,11 @@ class Dtypes:
     group_size: int = DEFAULT_GROUP_SIZE
 
     @classmethod
-    def resolve(cls, model: ModelSpec, weight=None, kv=None, compute=None, group_size=DEFAULT_GROUP_SIZE) -> Dtypes:
+    def resolve(cls, model: ModelSpec, weight=None, kv=None, compute=None, group_size=DEFAULT_GROUP_SIZE,
+                gemm_dtype: str | None = None) -> Dtypes:
         """Defaults: the model's serving dtype (weights: the dtype its checkpoint ships them in); fp8 weights run fp8 GEMMs (W8A8), while
-        weight-only int8/int4/fp4 dequantise to the model dtype. Errors name the option."""
+        weight-only int8/int4/fp4 dequantise to the model dtype, or to ``gemm_dtype`` where the engine
+        runs its 16-bit GEMMs in one of its own (EngineSpec.gemm_dtype). Errors name the option."""
 
         def pick(value, option):
             try:
@@ -39,7 +41,7 @@ class Dtypes:
 
         w = pick(weight or model.default_weight_dtype, "--weight-dtype")
         k = pick(kv or model.serving_dtype, "--kv-dtype")
-        c = pick(compute or ("fp8" if w == "fp8" else model.serving_dtype), "--compute-dtype")
+        c = pick(compute or ("fp8" if w == "fp8" else gemm_dtype or model.serving_dtype), "--compute-dtype")
         if c in WEIGHT_ONLY:
             raise SpecError("--compute-dtype", None, f"{c} is a storage format; matmuls run in bf16/fp16/fp8/int8")
         if group_size < 1:

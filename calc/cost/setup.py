@@ -52,7 +52,9 @@ class Setup:
 
     def resolve(self, model: ModelSpec, hw: HardwareSpec) -> Resolved:
         """Defaults filled in and everything checked; errors name the option."""
-        dt = Dtypes.resolve(model, self.weight_dtype, self.kv_dtype, self.compute_dtype, self.group_size)
+        preset = None if self.ideal else hw.preset
+        dt = Dtypes.resolve(model, self.weight_dtype, self.kv_dtype, self.compute_dtype, self.group_size,
+                            preset.gemm_dtype if preset is not None else None)
         attention, logits = pass_options(model, hw, self.ideal, self.attention)
         par = check(model, self.parallel)
         link(hw, par)  # a split on hardware without a link is an input error, raised here

@@ -125,6 +125,10 @@ class EngineSpec(SpecModel):
     # fp16 GEMMs accumulate in fp16 (cuBLAS CUBLAS_COMPUTE_16F): they run at the profile's
     # fp16_accumulate_tflops where it states one (GeForce cards: twice the FP32-accumulate rate).
     fp16_accumulate: bool = False
+    # The dtype of the engine's 16-bit GEMMs whatever the checkpoint ships (llama.cpp's CUDA backend
+    # converts to fp16 for cuBLAS): the default compute dtype of passes under this preset where no
+    # --compute-dtype is given and the weights are not fp8. None: the model's serving dtype.
+    gemm_dtype: Literal["fp16", "bf16"] | None = None
     # The engine's scheduler (calc.spec.scheduler): its values, rules by GPU memory, and the
     # engine's own argument names for them (``name: field`` or ``name: {field, values, scale}``).
     scheduler: Serving = Serving()

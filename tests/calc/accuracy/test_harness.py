@@ -153,3 +153,23 @@ def test_rows_are_grouped_by_the_kernel_mechanism_they_test():
     assert rows["xd-a100-80gb-sxm-8b-q4_k_m-tg512"].mechanism == "llama.cpp"
     assert rows["trt017-l31-8b-h200-128-128"].mechanism == "other"
     assert {r.mechanism for r in rows.values()} <= {"fp4", "llama.cpp", "weight-only", "other"}
+
+
+def test_a_rows_stated_activation_dtype_is_its_gemms_dtype():
+    """A row's act_dtype is the dtype its GEMMs run in, even where the model ships another: a
+    Q4_K_M Llama 3 8B under llama.cpp states fp16 (its CUDA backend dequantises to fp16 for
+    cuBLAS), not the bf16 of Meta's checkpoint; on an RTX 3090 that is the fp16-accumulate rate,
+    142.3 TFLOP/s (82 SMs x 4 tensor cores x 128 FP16 FMA x 2 x 1.695 GHz), not 71. None stated: the model's serving dtype;
+    fp8 weights with none stated: fp8 GEMMs; fp8 / fp4 activations: those classes."""
+    from calc.accuracy.rows import compute_dtype_of, load_rows
+    from calc.cost.dtypes import Dtypes
+    from calc.cost.roofline import peak_for
+    from calc.spec.catalog import load_hardware, load_model
+
+    assert compute_dtype_of("int4", "fp16") == "fp16" and compute_dtype_of("bf16", "bf16") == "bf16"
+    assert compute_dtype_of("int4", None) is None and compute_dtype_of("fp8", None) == "fp8"
+    assert compute_dtype_of("fp4", "fp4") == "fp4" and compute_dtype_of("bf16", "fp8") == "fp8"
+    row = {r.id: r for r in load_rows()[0]}["xd-rtx-3090-8b-q4_k_m-pp512"]
+    assert row.compute_dtype == "fp16" and load_model(row.model).serving_dtype == "bf16"
+    dt = Dtypes.resolve(load_model(row.model), row.weight_dtype, row.kv_dtype, row.compute_dtype)
+    assert peak_for(load_hardware("rtx-3090"), dt, "matmul", fp16_accumulate=True) == pytest.approx(142.3e12)

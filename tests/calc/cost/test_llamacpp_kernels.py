@@ -149,3 +149,22 @@ def test_a_quantised_matrix_vector_kernel_runs_at_its_integer_rate_or_the_memory
     assert float(f16.compute_s) == pytest.approx(flops / (312e12 * eff.compute))
     vllm = load_hardware("a100-80gb-sxm").with_engine("vllm")
     assert Efficiency.of(vllm).gemv_int32_flops == 0.0
+
+
+def test_llama_cpp_runs_its_16_bit_gemms_in_fp16_whatever_the_checkpoint():
+    """Llama 3 ships bf16; llama.cpp's CUDA backend converts its dequantised and fp16 GEMMs to fp16
+    for cuBLAS (engines.yaml llama.cpp gemm_dtype: fp16), so a pass under it defaults to fp16
+    GEMMs, which on an RTX 4090 accumulate at 330.3 TFLOP/s, not bf16's 165.2; a vendor engine keeps
+    the model's bf16, and --compute-dtype or fp8 weights still decide where given."""
+    from calc.cost.setup import Setup
+    from calc.spec.catalog import load_model
+
+    model = load_model("llama-3-8b")
+    assert model.serving_dtype == "bf16"
+    hw = load_hardware("rtx-4090")
+    ours = Setup.of(weight_dtype="int4").resolve(model, hw.with_engine("llama.cpp")).dtypes
+    assert ours.compute == "fp16"
+    assert peak_for(hw, ours, "matmul", fp16_accumulate=True) == pytest.approx(330.3e12)
+    assert Setup.of(weight_dtype="int4").resolve(model, hw.with_engine("vllm")).dtypes.compute == "bf16"
+    assert Setup.of(weight_dtype="int4", compute_dtype="bf16").resolve(model, hw.with_engine("llama.cpp")).dtypes.compute == "bf16"
+    assert Setup.of(weight_dtype="fp8").resolve(model, hw.with_engine("llama.cpp")).dtypes.compute == "fp8"
