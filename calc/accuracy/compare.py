@@ -49,7 +49,7 @@ from calc.core.errors import SpecError
 from calc.core.units import DEFAULT_GROUP_SIZE
 from calc.spec.bands import is_rate
 from calc.spec.catalog import load_hardware, load_model
-from calc.spec.engine import EngineSpec, family, load_preset  # noqa: F401 (load_preset: re-exported)
+from calc.spec.engine import EngineSpec, family, gemm_dtype_of, load_preset  # noqa: F401 (load_preset: re-exported)
 
 MAX_PASSES = 4096  # llama-bench passes / decode steps costed one by one (4096 x ~40 operators: milliseconds)
 
@@ -103,7 +103,7 @@ def _dtypes(sc: Scenario, model, preset: EngineSpec):
     from calc.cost.dtypes import Dtypes
 
     return Dtypes.resolve(model, sc.weight_dtype, sc.kv_dtype, sc.compute_dtype, GROUP_SIZE.get(family(preset), DEFAULT_GROUP_SIZE),
-                          None if preset.ideal else preset.gemm_dtype)
+                          gemm_dtype_of(preset))
 
 
 def predict(sc: Scenario, preset: EngineSpec) -> dict[str, float]:

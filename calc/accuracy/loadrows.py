@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from calc.accuracy.benchmarks import Run
-from calc.accuracy.rows import ENGINE_OF, compute_dtype_of, csv_number, kv_dtype_of
+from calc.accuracy.rows import ENGINE_OF, act_dtype_of, compute_dtype_of, csv_number, kv_dtype_of
 from calc.core.errors import SpecError
 from calc.spec.catalog import hardware_catalog, model_catalog, shipped
 
@@ -72,7 +72,8 @@ class LoadRow:
     engine_args: dict = field(default_factory=dict)
     engine_version: str = ""  # the engine's version as published (the preset's by_version rules read it)
     # lengths "uniform R": each request's prompt and output drawn uniformly from [int(L x R), L] (the
-    # random datasets of vLLM's and SGLang's benchmark scripts, --random-range-ratio R; R = 0, the
+    # random datasets of SGLang's bench_serving and vLLM's older benchmark_serving.py, --random-range-ratio R
+    # (today's `vllm bench serve` draws from [L(1 - R), L(1 + R)] instead); R = 0, the
     # scripts' old default, draws prompts from [1, L]: drawn_lengths), L the row's input_len /
     # output_len; None: every request at the row's lengths ("fixed", or "mean": the means)
     range_ratio: float | None = None
@@ -164,7 +165,7 @@ def load_rows(path: Path = UNDER_LOAD) -> tuple[list[LoadRow], list[tuple[str, s
             rows.append(LoadRow(
                 id=rid, run=r["run"], publisher=r["publisher"], engine=r["engine"], model=r["model"], hardware=r["gpu"],
                 weight_dtype=w, kv_dtype=kv_dtype_of(w, r["kv_dtype"], r["model"]),
-                compute_dtype=compute_dtype_of(w, r["act_dtype"] or None), gpus=int(csv_number(r["num_gpus"]) or 1),
+                compute_dtype=compute_dtype_of(w, act_dtype_of(r["act_dtype"], where)), gpus=int(csv_number(r["num_gpus"]) or 1),
                 tp=int(csv_number(r["tp"]) or 1), ep=int(csv_number(r["ep"]) or 1), load=r["load"],
                 concurrency=int(conc) if conc else None, rate_per_s=rate,
                 num_prompts=int(n) if n else None, prompt_len=T, output_len=G, metric=r["metric"],

@@ -21,7 +21,7 @@ from calc.accuracy.rows import PUBLISHED, Row
 from calc.core.errors import SpecError
 from calc.core.units import DEFAULT_GROUP_SIZE
 from calc.spec import catalog
-from calc.spec.engine import EngineSpec
+from calc.spec.engine import EngineSpec, gemm_dtype_of
 
 GROUP_SIZE = {"llama.cpp": 32}  # GGUF Q4_0/Q8_0 blocks: 32 weights per fp16 scale
 # gpt-fast (README, quantize.py): int4 in groups of 32; int8 one scale per output channel (K >= 4096)
@@ -142,7 +142,7 @@ def _steady_output(model, hw, row: Row, kw: dict, preset: EngineSpec | None, mem
         rep = memo[key]
     else:
         dt = Dtypes.resolve(model, kw["weight_dtype"], kw["kv_dtype"], kw["compute_dtype"], kw["group_size"],
-                            None if kw["ideal"] else preset.gemm_dtype)
+                            gemm_dtype_of(None if kw["ideal"] else preset))
         # the KV cache as the engine sizes and fills it on this GPU (its memory share, of what,
         # and whether a request reserves its final context), in steps of an 8192-token budget
         # (the ideal preset: the class defaults)

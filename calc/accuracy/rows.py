@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from calc.core.errors import SpecError
+from calc.core.units import GROUP_SCALED, WEIGHT_ONLY, canonical_dtype
 from calc.spec.bands import GPU_FAMILY
 from calc.spec.catalog import hardware_catalog, model_catalog, shipped
 
@@ -59,7 +60,7 @@ class Row:
             return "llama.cpp"
         if self.compute_dtype == "fp4":
             return "fp4"
-        if self.weight_dtype in ("int8", "int4", "fp4") and self.compute_dtype is None:
+        if self.weight_dtype in GROUP_SCALED and self.compute_dtype in (None, "fp32", "bf16", "fp16"):
             return "weight-only"
         return "other"
 
@@ -71,6 +72,20 @@ def csv_number(v) -> float | None:
     except (TypeError, ValueError):
         return None
     return f if math.isfinite(f) else None
+
+
+def act_dtype_of(text: str | None, where: str) -> str | None:
+    """A row's ``act_dtype`` column, canonical (None: empty): a dtype a matmul runs in, else a
+    SpecError naming the row and the column."""
+    if not text:
+        return None
+    try:
+        act = canonical_dtype(text)
+    except ValueError as exc:
+        raise SpecError(where, "act_dtype", str(exc)) from None
+    if act in WEIGHT_ONLY:
+        raise SpecError(where, "act_dtype", f"{act} is a storage format; matmuls run in bf16/fp16/fp8/fp4/int8")
+    return act
 
 
 def compute_dtype_of(weight: str, act: str | None) -> str | None:
@@ -135,7 +150,7 @@ def load_rows(path: Path = PUBLISHED) -> tuple[list[Row], list[tuple[str, str]]]
             # llama.cpp splits layers across GPUs (pipeline) unless told otherwise
             tp, pp = (int(tp), 1) if tp is not None else (1, gpus)
             w = r["weight_dtype"]
-            act = r["act_dtype"] or None
+            act = act_dtype_of(r["act_dtype"], f"{path}: row {rid}")
             rows.append(Row(
                 id=rid, publisher=r["publisher"], engine=r["engine"], preset=ENGINE_OF.get(r["engine"], "default"),
                 model=model, hardware=r["gpu"], weight_dtype=w, kv_dtype=kv_dtype_of(w, r["kv_dtype"], model),

@@ -192,7 +192,7 @@ many requests at once: {len({r.row.run for r in res})} runs, {len({r.row.publish
 rows. One simulation per run, of the run's own request count, uncapped (a burst: all its
 requests; {ROUNDS_UNSTATED} per client where the
 count is not published), each request at the published lengths, or (lengths "uniform R", as
-the benchmark's random dataset drew them) at its own, drawn from [max(int(L x R), 1), L] with a fixed
+the benchmark's random dataset drew them) at its own, drawn from [int(L x R), L] (prompts at least 1 token, outputs at least 1) with a fixed
 seed; a median ITL is predicted as the median request's TPOT. A run whose engine version a
 preset's `by_version` rules name runs that version's scheduler and kernels (calc/data/engines.yaml,
 each rule cited there: {_version_rules()}). Load level is

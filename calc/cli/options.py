@@ -23,7 +23,7 @@ ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Catalog name, YAML
 HardwareOpt = Annotated[str, typer.Option("--hardware", help="Catalog name or YAML path, e.g. a calibrated profile (comma-separated where a command draws several).")]
 WeightDtypeOpt = Annotated[str | None, typer.Option("--weight-dtype", help="Weights: bf16, fp16, fp8, int8, int4, fp4 (default: the model's; sweeps take a list).")]
 KVDtypeOpt = Annotated[str | None, typer.Option("--kv-dtype", help="KV cache: bf16, fp16, fp8, int8, int4 (default: the model's; sweeps take a list).")]
-ComputeDtypeOpt = Annotated[str | None, typer.Option("--compute-dtype", help="Matmul dtype (default: fp8 for fp8 weights, else the model's).")]
+ComputeDtypeOpt = Annotated[str | None, typer.Option("--compute-dtype", help="Matmul dtype (default: fp8 for fp8 weights, else the model's; under llama.cpp fp16 for quantised weights).")]
 AttentionOpt = Annotated[str | None, typer.Option("--attention", help="Attention kernel: fused (FlashAttention, scores stay on chip) or unfused (default: the engine's, else fused).")]
 EngineOpt = Annotated[str | None, typer.Option("--engine", help="Serving-engine preset: ideal, default, vllm, sglang, trtllm, llama.cpp, hf (default: the profile's own), or a preset file as `compare --fit` writes (PATH or PATH:NAME). See `roofline engines`.")]
 GroupOpt = Annotated[int | None, typer.Option("--group-size", callback=in_range("--group-size"), help="Weights per quantisation scale for int8/int4/fp4 weights.")]

@@ -16,6 +16,16 @@ from calc.core.units import (
 from calc.spec.model import ModelSpec
 
 
+def _engine_default(weight: str, gemm_dtype: str | None) -> str | None:
+    """The compute dtype an engine with its own 16-bit GEMM dtype runs ``weight`` in (None: no rule):
+    quantised weights dequantise to ``gemm_dtype``; fp16 and bf16 weights run as stored."""
+    if gemm_dtype is None:
+        return None
+    if weight in SCALED_WEIGHTS:
+        return gemm_dtype
+    return weight if weight in ("fp16", "bf16") else None
+
+
 @dataclass(frozen=True)
 class Dtypes:
     """Weight, KV-cache and compute dtypes (canonical names); activations follow compute,
@@ -30,8 +40,9 @@ class Dtypes:
     def resolve(cls, model: ModelSpec, weight=None, kv=None, compute=None, group_size=DEFAULT_GROUP_SIZE,
                 gemm_dtype: str | None = None) -> Dtypes:
         """Defaults: the model's serving dtype (weights: the dtype its checkpoint ships them in); fp8 weights run fp8 GEMMs (W8A8), while
-        weight-only int8/int4/fp4 dequantise to the model dtype, or to ``gemm_dtype`` where the engine
-        runs its 16-bit GEMMs in one of its own (EngineSpec.gemm_dtype). Errors name the option."""
+        weight-only int8/int4/fp4 dequantise to the model dtype. ``gemm_dtype`` (an engine's own,
+        EngineSpec.gemm_dtype: llama.cpp's fp16): quantised weights dequantise to it instead, and
+        16-bit weights run GEMMs in their own dtype, as such an engine's CUDA backend does. Errors name the option."""
 
         def pick(value, option):
             try:
@@ -41,7 +52,8 @@ class Dtypes:
 
         w = pick(weight or model.default_weight_dtype, "--weight-dtype")
         k = pick(kv or model.serving_dtype, "--kv-dtype")
-        c = pick(compute or ("fp8" if w == "fp8" else gemm_dtype or model.serving_dtype), "--compute-dtype")
+        c = pick(compute or ("fp8" if w == "fp8" else _engine_default(w, gemm_dtype) or model.serving_dtype),
+                 "--compute-dtype")
         if c in WEIGHT_ONLY:
             raise SpecError("--compute-dtype", None, f"{c} is a storage format; matmuls run in bf16/fp16/fp8/int8")
         if group_size < 1:

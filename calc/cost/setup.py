@@ -14,6 +14,7 @@ from calc.core.units import DEFAULT_GROUP_SIZE
 from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency, pass_options
 from calc.cost.parallel import SINGLE, Parallel, check, link
+from calc.spec.engine import gemm_dtype_of
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
 
@@ -52,9 +53,8 @@ class Setup:
 
     def resolve(self, model: ModelSpec, hw: HardwareSpec) -> Resolved:
         """Defaults filled in and everything checked; errors name the option."""
-        preset = None if self.ideal else hw.preset
         dt = Dtypes.resolve(model, self.weight_dtype, self.kv_dtype, self.compute_dtype, self.group_size,
-                            preset.gemm_dtype if preset is not None else None)
+                            gemm_dtype_of(None if self.ideal else hw.preset))
         attention, logits = pass_options(model, hw, self.ideal, self.attention)
         par = check(model, self.parallel)
         link(hw, par)  # a split on hardware without a link is an input error, raised here

@@ -154,6 +154,12 @@ class EngineSpec(SpecModel):
         return {k: {"field": a} if isinstance(a, str) else a for k, a in (v or {}).items()}
 
     @model_validator(mode="after")
+    def _gemv(self):
+        if self.gemv_int32_flops and not self.gemv_max_rows:
+            raise ValueError("gemv_int32_flops prices matrix-vector kernels: set gemv_max_rows, the most tokens they take")
+        return self
+
+    @model_validator(mode="after")
     def _scheduler_fields(self):
         fields = set(Serving.model_fields)
         bad = [f"engine_args.{k}: {a.field}" for k, a in self.engine_args.items() if a.field not in fields]
@@ -204,6 +210,12 @@ class EngineSpec(SpecModel):
         """The per-request serving time in seconds, the one conversion of ``request_overhead_us``
         (the ideal roofline has none): what a client-side TTFT or e2e adds to the model's."""
         return 0.0 if self.ideal else self.request_overhead_us * MICRO
+
+
+def gemm_dtype_of(preset: EngineSpec | None) -> str | None:
+    """The 16-bit GEMM dtype a pass under ``preset`` defaults to (EngineSpec.gemm_dtype; None: no
+    preset, the ideal one, or one without a dtype of its own): the one place the rule is read."""
+    return None if preset is None or preset.ideal else preset.gemm_dtype
 
 
 def _bodies(path: Path) -> dict:

@@ -332,6 +332,11 @@ def resolve(spec: Workload, path: Path | None = None) -> LoadedWorkload:
             presets.append(None if ref is None else load_engine(_resolve_engine(ref, base), key))
         except SpecError as exc:
             raise SpecError(where, key, exc.problem) from None
+        for h in hardware if ref is None else [hardware[0].with_engine(presets[-1])]:
+            if h.preset is not None and h.preset.gemv_max_rows:
+                raise SpecError(where, key, f"{h.preset.name}: its matrix-vector kernels (up to {h.preset.gemv_max_rows} "
+                                "tokens a step) are not in the serving simulator's step timer; plan with a serving "
+                                "engine, or size this one with roofline estimate")
     hardware = [h.with_engine(presets[0]) for h in hardware]
     if spec.requests > lim.max_requests():
         raise SpecError(where, "requests", lim.too_many("requests", spec.requests, lim.max_requests(), lim.REQUESTS_ENV))

@@ -46,12 +46,11 @@ class Search:
         wl, model = self.wl, self.wl.model
         picks = wl.spec.dtype_choices
         for d in picks:
+            dt = Dtypes.resolve(model, d.weight, d.kv, d.compute)
+            sp = self.speculative if dt == self.dt else speculative_config(wl, dt)
+            dnote = f", {dt.weight} weights, {dt.kv} KV" if len(picks) > 1 else ""
             for hw in wl.hardware:
                 for h in wl.under_each_engine(hw):
-                    # the engine's own 16-bit GEMM dtype where it has one (EngineSpec.gemm_dtype)
-                    dt = Dtypes.resolve(model, d.weight, d.kv, d.compute, gemm_dtype=getattr(h.preset, "gemm_dtype", None))
-                    sp = self.speculative if dt == self.dt else speculative_config(wl, dt)
-                    dnote = f", {dt.weight} weights, {dt.kv} KV" if len(picks) > 1 else ""
                     enote = f", {h.preset.name if h.preset else 'default'}" if len(wl.engines) > 1 else ""
                     yield dt, sp, enote + dnote, h
 

@@ -169,7 +169,29 @@ def test_a_rows_stated_activation_dtype_is_its_gemms_dtype():
     assert compute_dtype_of("int4", "fp16") == "fp16" and compute_dtype_of("bf16", "bf16") == "bf16"
     assert compute_dtype_of("int4", None) is None and compute_dtype_of("fp8", None) == "fp8"
     assert compute_dtype_of("fp4", "fp4") == "fp4" and compute_dtype_of("bf16", "fp8") == "fp8"
+    assert compute_dtype_of("fp8", "bf16") == "bf16"  # fp8 weights with 16-bit activations: W8A16, dequantised
     row = {r.id: r for r in load_rows()[0]}["xd-rtx-3090-8b-q4_k_m-pp512"]
     assert row.compute_dtype == "fp16" and load_model(row.model).serving_dtype == "bf16"
     dt = Dtypes.resolve(load_model(row.model), row.weight_dtype, row.kv_dtype, row.compute_dtype)
     assert peak_for(load_hardware("rtx-3090"), dt, "matmul", fp16_accumulate=True) == pytest.approx(142.3e12)
+
+
+def test_a_rows_bad_activation_dtype_names_the_file_row_and_column(tmp_path):
+    """An act_dtype that is no dtype, or a storage format no matmul runs in, is an error in the data:
+    one SpecError naming the file, the row and act_dtype (not an option the user never passed)."""
+    from calc import SpecError
+    from calc.accuracy.rows import PUBLISHED, load_rows
+
+    lines = PUBLISHED.read_text().splitlines()
+    header, first = lines[0], lines[1]
+    cols = header.split(",")
+    for bad, why in (("bf61", "unknown"), ("int4", "storage format")):
+        row = next(csv.reader([first]))
+        row[cols.index("act_dtype")] = bad
+        f = tmp_path / f"{bad}.csv"
+        with open(f, "w", newline="") as fh:
+            csv.writer(fh).writerows([cols, row])
+        with pytest.raises(SpecError) as exc:
+            load_rows(f)
+        assert str(f) in str(exc.value) and "act_dtype" in str(exc.value) and row[0] in str(exc.value)
+        assert why in str(exc.value)

@@ -191,6 +191,7 @@ def test_range_ratio_zero_draws_as_sglangs_sample_random_requests():
     assert T.min() == 1 and T.max() == 1024 and G.min() == 0 and G.max() == 512
     assert T.mean() == pytest.approx(512.5, abs=3 * 1024 / math.sqrt(12 * 20000))  # sd of U{1..1024}: ~1024 / sqrt(12)
     assert G.mean() == pytest.approx(256.0, abs=3 * 513 / math.sqrt(12 * 20000))
+    assert _range_ratio("uniform 0", "f") == 0.0 and _range_ratio("fixed", "f") is None
     with pytest.raises(SpecError, match="0 <= R <= 1"):
         _range_ratio("uniform 1.5", "f")
 

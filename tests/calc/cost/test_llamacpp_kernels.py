@@ -149,6 +149,24 @@ def test_a_quantised_matrix_vector_kernel_runs_at_its_integer_rate_or_the_memory
     assert float(f16.compute_s) == pytest.approx(flops / (312e12 * eff.compute))
     vllm = load_hardware("a100-80gb-sxm").with_engine("vllm")
     assert Efficiency.of(vllm).gemv_int32_flops == 0.0
+    q8 = Dtypes("int8", "fp16", "fp16")  # q8_0 too; and the switch is at the preset's 8 rows: 9 rows run MMQ
+    assert float(op_time(_gemm(1, q8), a100, q8, eff).compute_s) == pytest.approx(flops / (0.2 * 19.5e12))
+    assert float(op_time(_gemm(8, Q4), a100, Q4, eff).compute_s) == pytest.approx(8 * flops / (0.2 * 19.5e12))
+    assert float(op_time(_gemm(9, Q4), a100, Q4, eff).compute_s) == pytest.approx(
+        9 * flops / (5.3 * 19.5e12) * (1 + eff.gemm_m_half / 9))
+
+
+def test_an_integer_matrix_vector_rate_needs_matrix_vector_kernels(tmp_path):
+    """gemv_int32_flops without gemv_max_rows would price nothing: a preset file stating it alone is
+    refused in one line (exit 2), as any bad preset field."""
+    from typer.testing import CliRunner
+
+    from calc.cli.app import app
+
+    p = tmp_path / "mine.yaml"
+    p.write_text("mine:\n  description: x\n  gemv_int32_flops: 0.2\n")
+    r = CliRunner().invoke(app, ["estimate", "--model", "llama-3-8b", "--hardware", "rtx-4090", "--engine", str(p)])
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1 and "gemv_max_rows" in r.output
 
 
 def test_llama_cpp_runs_its_16_bit_gemms_in_fp16_whatever_the_checkpoint():
@@ -168,3 +186,7 @@ def test_llama_cpp_runs_its_16_bit_gemms_in_fp16_whatever_the_checkpoint():
     assert Setup.of(weight_dtype="int4").resolve(model, hw.with_engine("vllm")).dtypes.compute == "bf16"
     assert Setup.of(weight_dtype="int4", compute_dtype="bf16").resolve(model, hw.with_engine("llama.cpp")).dtypes.compute == "bf16"
     assert Setup.of(weight_dtype="fp8").resolve(model, hw.with_engine("llama.cpp")).dtypes.compute == "fp8"
+    # unquantised weights compute as stored (ggml-cuda's bf16 weights take their own bf16 cuBLAS path)
+    for w in ("bf16", "fp16"):
+        assert Setup.of(weight_dtype=w).resolve(model, hw.with_engine("llama.cpp")).dtypes.compute == w
+    assert Setup.of().resolve(model, hw.with_engine("llama.cpp")).dtypes.compute == "bf16"  # the model's own weights

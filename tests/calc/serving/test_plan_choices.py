@@ -56,3 +56,14 @@ def test_too_many_choices_is_one_line(tmp_path):
     w.write_text(BASE + "engine: [" + ", ".join(["vllm"] * 9) + "]\n")
     r = CliRunner().invoke(app, ["plan", str(w)])
     assert r.exit_code == 2 and "engine: give 1 to 8 of them, got 9" in r.output
+
+
+def test_an_engine_of_matrix_vector_kernels_is_refused_in_one_line(tmp_path):
+    """llama.cpp switches to its matrix-vector kernels at 8 tokens a step (gemv_max_rows), which the
+    step timer does not model (its fit to the exact cost failed with a traceback): a workload naming
+    it is refused, naming the file and the engine entry, with exit 2."""
+    w = tmp_path / "w.yaml"
+    w.write_text(BASE + "engine: [vllm, llama.cpp]\n")
+    r = CliRunner().invoke(app, ["plan", str(w)])
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
+    assert "engine.1" in r.output and "llama.cpp" in r.output and str(w) in r.output
