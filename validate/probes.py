@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from calc.core.limits import host_available_bytes
 from calc.core.units import GB, TB, TERA
 from calc.spec.hardware import HardwareSpec
 
@@ -114,14 +115,7 @@ def available_bytes(device: str) -> float:
     """Memory free for a run now (CUDA: free device memory; CPU: MemAvailable)."""
     if device.startswith("cuda"):
         return float(torch.cuda.mem_get_info(torch.device(device))[0])
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return float(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return memory_bytes(device)
+    return host_available_bytes() or memory_bytes(device)
 
 
 def probe_dtypes(device: str) -> list[str]:

@@ -130,6 +130,10 @@ def command(*args, **kwargs):
             except SpecError as exc:
                 typer.echo(error_line(exc), err=True)  # the one way an error is printed
                 raise typer.Exit(2) from None
+            except MemoryError:  # past the guards: a request the machine cannot hold
+                typer.echo(error_line(SpecError("memory", None, "out of memory: ask for less at once (fewer "
+                                                "scenarios, requests or columns)")), err=True)
+                raise typer.Exit(2) from None
 
         return app.command(*args, cls=kwargs.pop("cls", RooflineCommand), **kwargs)(wrapper)
 

@@ -145,3 +145,16 @@ def short(value: float) -> str:
         bits = value.bit_length()
         return f"{float(value):.3g}" if bits < 1000 else f"an integer of about {int(bits * 0.30103) + 1} digits"
     return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def host_available_bytes() -> float | None:
+    """Host memory free for new work now: /proc/meminfo's MemAvailable (None where the system has
+    none to read, e.g. not Linux): what a guard against filling the memory compares with."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from calc.core import limits
 from calc.core.errors import SpecError, TooLarge
 from calc.core.progress import Progress, silent
 from calc.core.units import usd_per_million_tokens
@@ -25,6 +26,10 @@ from calc.spec.model import ModelSpec
 
 MAX_SCENARIOS = 1_000_000  # a million scenarios take seconds; 4 million minutes and GBs
 MAX_SCENARIOS_YES = 100_000_000  # the most --yes runs
+# Peak memory of a sweep per scenario: a million scenarios x 46 columns (bands, no speculative
+# columns) peaked at 1.07-1.14 GB resident, into CSV and into Parquet (2-core VM, 2026-12-03):
+# the blocks' arrays, the table and its writer's copy. The guard below refuses what would not fit.
+PEAK_BYTES_PER_SCENARIO = 1100
 BLOCK = 262_144  # scenarios per call over a grid's axes (the decode nodes make 8x as many values)
 
 
@@ -153,6 +158,10 @@ def sweep(model: ModelSpec | list[ModelSpec], hardware: HardwareSpec | list[Hard
     if n > max_scenarios:
         raise TooLarge("sweep", f"the grid has {n:,} scenarios, more than the limit of {max_scenarios:,}",
                        "max_scenarios")
+    free = limits.host_available_bytes()
+    if free is not None and n * PEAK_BYTES_PER_SCENARIO > free:
+        raise SpecError("sweep", None, f"the grid's {n:,} scenarios need about {n * PEAK_BYTES_PER_SCENARIO / 1e9:.1f} GB "
+                        f"for their table, more than the {free / 1e9:.1f} GB free now: sweep fewer values at once")
     bv, tv, gv = (np.asarray(_listify(v), float) for v in (batch, prompt_len, output_len))
     per_batch = tv.size * gv.size
     frames = []

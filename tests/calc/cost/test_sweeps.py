@@ -119,3 +119,34 @@ def test_sweep_blocks_keep_the_nested_row_order(monkeypatch):
         assert df[["batch", "prompt_len", "output_len"]].values.tolist() == [
             [b, t, g] for b in (1, 2, 3) for t in (64, 128, 256, 512, 1024) for g in (2, 16, 64)]
         assert df.equals(expected)
+
+
+def test_a_grid_whose_table_would_not_fit_in_memory_is_refused_before_it_runs(monkeypatch):
+    """1,000 scenarios x PEAK_BYTES_PER_SCENARIO (1,100 B, measured) = 1.1 MB; with 1 MB free the
+    sweep refuses in one line, naming both, before computing anything (a 25.6 million-scenario --yes
+    grid needed about 28 GB on this 24 GB machine: the fuzz campaign's memory blow-up)."""
+    from calc.core import limits
+    from calc.cost import sweep as sweep_mod
+
+    assert sweep_mod.PEAK_BYTES_PER_SCENARIO == 1100
+    monkeypatch.setattr(limits, "host_available_bytes", lambda: 1e6)
+    called = []
+    monkeypatch.setattr(sweep_mod, "estimate", lambda *a, **k: called.append(1))
+    with pytest.raises(calc.SpecError, match=r"1,000 scenarios need about 0.0 GB .* more than the 0.0 GB free"):
+        calc.sweep(calc.load_model("llama-3.1-8b"), calc.load_hardware("h100-sxm"), batch=list(range(1, 11)),
+                   prompt_len=list(range(1, 101)))
+    assert not called
+    monkeypatch.undo()  # with the machine's own free memory the same grid runs
+    r = runner.invoke(app, ["sweep", "--batch", "1:10", "--prompt-len", "1:100"])
+    assert r.exit_code == 0 and len(r.output.strip().splitlines()) == 1 + 1000
+
+
+def test_running_out_of_memory_past_the_guards_is_one_line(monkeypatch):
+    import calc.cli.sweep as cli_sweep
+
+    def boom(*a, **k):
+        raise MemoryError
+
+    monkeypatch.setattr(cli_sweep, "sweep_frame", boom)
+    r = runner.invoke(app, ["sweep"])
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1 and "out of memory" in r.output
