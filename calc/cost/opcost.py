@@ -51,6 +51,9 @@ class OpCost:
     peak: Peak = "matmul"
     overlappable: bool = False
     calls: tuple[KernelCall, ...] = ()  # the kernels a measured table times (empty: none tabulated)
+    # a matmul's own dtypes where they are not the pass's (calc.cost.dtypes.Dtypes: lm_head and the
+    # linears a checkpoint leaves unquantised run 16-bit beside fp8/fp4/int GEMMs); None: the pass's
+    dtypes: object | None = None
 
     @cached_property
     def flops(self) -> np.ndarray:

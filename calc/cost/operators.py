@@ -52,6 +52,7 @@ def _linear(name, layers, tokens, k_in, n_out, dt: Dtypes, bias=False, weight_pa
         rows=np.asarray(tokens, dtype=float), in_features=float(k_in), out_features=float(n_out),
         kernels=kernels,
         calls=(KernelCall("matmul", (("M", tokens), ("K", k_in), ("N", n_out)), kernels),),
+        dtypes=dt,
     )
 
 

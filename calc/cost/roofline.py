@@ -94,7 +94,11 @@ class OpTime:
 
 
 def op_time(op: OpCost, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, link: Link = NO_LINK) -> OpTime:
-    """Roofline terms of one operator; ``link`` is the split's scale-up link (calc.cost.parallel)."""
+    """Roofline terms of one operator; ``link`` is the split's scale-up link (calc.cost.parallel).
+    A matmul with dtypes of its own (OpCost.dtypes: lm_head, linears the checkpoint leaves
+    unquantised) is timed at them, not at the pass's ``dt``."""
+    if op.dtypes is not None:
+        dt = op.dtypes
     if eff.tables is not None:
         t = measured_time(op, dt, eff.tables)
         if t is not None:

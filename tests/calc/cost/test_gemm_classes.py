@@ -115,3 +115,22 @@ def test_weight_only_kernels_are_keyed_by_quantised_weight_dtypes():
         WeightOnlyKernel(kernel="k", compute=1.2, m_half=16, memory=1.0, fixed_us=0)  # never faster than 16-bit
     for name in ("trtllm", "sglang", "default"):
         assert load_engine(name).weight_only, name
+
+
+def test_a_matmul_the_checkpoint_leaves_16_bit_runs_at_the_16_bit_roof():
+    """lm_head is not quantised (Dtypes.unquantized_dtypes): in an fp8 pass of Llama-3.1-8B on an
+    H100 SXM (pure roofline: peaks, no efficiencies) it runs at the bf16 roof, 989.4 TFLOP/s, not the
+    fp8 one, 1978.9: a prefill of 512 tokens computes logits for the last one, 2 x 4096 x 128256 FLOPs
+    = 1.0507 GFLOP in 1.0619 us; the fp8 q_proj beside it at the fp8 roof."""
+    from calc.cost.operators import pass_ops
+    from calc.cost.opcost import Pass
+
+    model, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
+    dt = Dtypes.resolve(model, "fp8", "bf16")
+    assert dt.compute == "fp8"
+    ops = {o.name: o for o in pass_ops(model, Pass(np.float64(1.0), np.float64(512.0), np.float64(0.0), "prefill"),
+                                       dt, "fused")}
+    lm = op_time(ops["lm_head"], hw, dt, Efficiency())
+    assert float(lm.compute_s) == pytest.approx(2 * 4096 * 128256 / 989.4e12)
+    q = op_time(ops["q_proj"], hw, dt, Efficiency())
+    assert float(q.compute_s) == pytest.approx(2 * 512 * 4096 * 4096 / 1978.9e12)
