@@ -122,8 +122,8 @@ def test_a_matmul_the_checkpoint_leaves_16_bit_runs_at_the_16_bit_roof():
     H100 SXM (pure roofline: peaks, no efficiencies) it runs at the bf16 roof, 989.4 TFLOP/s, not the
     fp8 one, 1978.9: a prefill of 512 tokens computes logits for the last one, 2 x 4096 x 128256 FLOPs
     = 1.0507 GFLOP in 1.0619 us; the fp8 q_proj beside it at the fp8 roof."""
-    from calc.cost.operators import pass_ops
     from calc.cost.opcost import Pass
+    from calc.cost.operators import pass_ops
 
     model, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     dt = Dtypes.resolve(model, "fp8", "bf16")
