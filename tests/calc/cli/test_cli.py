@@ -90,6 +90,10 @@ def test_models_hardware_show():
     r = run("show", "h100-sxm")  # the table names the entry and its data-sheet values
     assert r.exit_code == 0 and re.search(r"^memory_gb\s+80\.0$", r.output, re.M), r.output
     assert re.search(r"^memory_bandwidth_tb_s\s+3\.35$", r.output, re.M)
+    # the rates the GEMM classes price: H100 SXM's stated INT32 33.5 TOPS, the 81,559 MiB nvidia-smi
+    # reports; a GeForce card's fp16-accumulate rate (RTX 4090: 2 x its 165.2 bf16)
+    assert re.search(r"^int32_tops\s+33\.5$", r.output, re.M) and re.search(r"^memory_reported_mib\s+81559", r.output, re.M)
+    assert re.search(r"^fp16_accumulate_tflops\s+330\.3$", run("show", "rtx-4090").output, re.M)
     r = run("models")
     assert r.exit_code == 0 and re.search(r"^llama-3\.1-8b\s+8\.03 B\s+8\.03 B\s+32\s+4096\s+gqa", r.output, re.M), r.output
     r = run("hardware")
