@@ -142,7 +142,7 @@ def _steady_output(model, hw, row: Row, kw: dict, preset: EngineSpec | None, mem
         rep = memo[key]
     else:
         dt = Dtypes.resolve(model, kw["weight_dtype"], kw["kv_dtype"], kw["compute_dtype"], kw["group_size"],
-                            gemm_dtype_of(None if kw["ideal"] else preset))
+                            gemm_dtype_of(preset))
         # the KV cache as the engine sizes and fills it on this GPU (its memory share, of what,
         # and whether a request reserves its final context), in steps of an 8192-token budget
         # (the ideal preset: the class defaults)

@@ -332,9 +332,9 @@ def resolve(spec: Workload, path: Path | None = None) -> LoadedWorkload:
             presets.append(None if ref is None else load_engine(_resolve_engine(ref, base), key))
         except SpecError as exc:
             raise SpecError(where, key, exc.problem) from None
-        for h in hardware if ref is None else [hardware[0].with_engine(presets[-1])]:
-            if h.preset is not None and h.preset.gemv_max_rows:
-                raise SpecError(where, key, f"{h.preset.name}: its matrix-vector kernels (up to {h.preset.gemv_max_rows} "
+        for p in [h.preset for h in hardware] if ref is None else presets[-1:]:
+            if p is not None and p.gemv_max_rows:
+                raise SpecError(where, key, f"{p.name}: its matrix-vector kernels (up to {p.gemv_max_rows} "
                                 "tokens a step) are not in the serving simulator's step timer; plan with a serving "
                                 "engine, or size this one with roofline estimate")
     hardware = [h.with_engine(presets[0]) for h in hardware]
