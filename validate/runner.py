@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from calc.core.errors import SpecError
@@ -278,6 +279,15 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
     # 2. held-out whole passes: predicted with both profiles, then measured
     csv_path = out / "measurements.csv"
     todo = [s for s in specs if s.name in builders]
+    if opts.impl == "reference" and not cuda:  # CPU: every model's weights in one arena, its pages faulted in
+        # once, not per model (CUDA's caching allocator reuses its memory already, and an arena sized for
+        # the largest model would turn one dtype's out-of-memory into every dtype's)
+        from .reference import WeightArena, build_decoder, weight_bytes
+
+        arena = WeightArena(max(weight_bytes(s, max(p.size + 1 for p in points[s.name]), d) for s in todo
+                                for d in dtypes), device)
+        for s in todo:
+            builders[s.name] = partial(build_decoder, arena=arena)
     n_points = sum(len(points[s.name]) for s in todo)
     budget = opts.budget_s or BUDGET_S[opts.mode]
     per_point = budget / max(n_points, 1)

@@ -1,11 +1,12 @@
 """validate/reference.py's random fill: weights (and the kernel profile's matmul pool) tiled from one
-block of normal draws."""
+block of normal draws; the weight arena that keeps one model's memory for the next."""
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from validate.reference import RANDOM_BLOCK, fill_tiled  # noqa: E402
+from calc.spec.model import ModelSpec  # noqa: E402
+from validate.reference import RANDOM_BLOCK, WeightArena, build_decoder, fill_tiled, weight_bytes  # noqa: E402
 
 
 def test_fill_tiled_writes_every_element_as_runs_of_the_block():
@@ -22,3 +23,37 @@ def test_fill_tiled_writes_every_element_as_runs_of_the_block():
         starts.append(start)
     assert len(set(starts)) == 3  # each run starts at its own random offset
     assert abs(float(flat.std()) - 1.0) < 0.01
+
+
+def _spec(layers: int, **moe) -> ModelSpec:
+    return ModelSpec(name="t", num_layers=layers, hidden_size=64, vocab_size=100, max_context=64, dtype="fp32",
+                     attention=dict(num_heads=4, num_kv_heads=2, head_dim=16),
+                     mlp=dict(kind="gated", intermediate_size=96), **moe)
+
+
+def test_weight_arena_builds_the_same_model_in_the_memory_of_the_one_before():
+    small = _spec(1)
+    big = _spec(2, moe=dict(num_experts=4, experts_per_token=2, expert_intermediate_size=32))
+    # by hand, fp32: embedding 100x64, per layer q 64x64, k and v 64x32, o 64x64, two norms of 64,
+    # a gated MLP 3 x 64x96; final norm 64; lm_head 64x100. Every weight rounded up to 64 bytes.
+    layer = (64 * 64 + 2 * 64 * 32 + 64 * 64) * 4 + 2 * 64 * 4 + 3 * 64 * 96 * 4
+    assert weight_bytes(small, 16, "fp32") == 100 * 64 * 4 + layer + 64 * 4 + 64 * 100 * 4
+    arena = WeightArena(weight_bytes(big, 16, "fp32"))
+    base = arena.buffer.data_ptr()
+    tokens = torch.randint(0, 100, (2, 5), generator=torch.Generator().manual_seed(1))
+    for spec, dtype in ((big, "fp32"), (small, "fp32"), (big, "bf16")):
+        placed, plain = build_decoder(spec, 16, dtype, arena=arena), build_decoder(spec, 16, dtype)
+        for m in (placed, plain):
+            m.setup(2, m.embed.weight.dtype, "cpu")
+        assert torch.equal(placed.prefill(tokens), plain.prefill(tokens))  # the same values, seed for seed
+        ptrs = [p.data_ptr() for p in placed.parameters()]
+        assert min(ptrs) == base and max(ptrs) < base + arena.buffer.numel()  # views of the one buffer
+        assert len(set(ptrs)) == len(ptrs) and all(p % 64 == 0 for p in ptrs)
+    assert arena.buffer.data_ptr() == base  # never reallocated: sized for the largest
+
+
+def test_weight_arena_grows_for_a_model_larger_than_itself():
+    arena = WeightArena(16)
+    model = build_decoder(_spec(1), 16, "fp32", arena=arena)
+    assert arena.buffer.numel() == weight_bytes(_spec(1), 16, "fp32")
+    assert all(p.data_ptr() >= arena.buffer.data_ptr() for p in model.parameters())
