@@ -283,10 +283,14 @@ def grids(quick: bool, cuda: bool, exclude: tuple[str, ...]) -> dict[str, dict[s
     hq = pick([h for h in w["Hq"] if all(h % k == 0 for k in hkv)], 2 if quick else 3, 32 if quick else 64)
     heads = {"Hq": hq, "Hkv": hkv, "D": pick(w["D"], 2, 128)}
     sizes = [2.0 ** e for e in range(12, 27 if quick else 29, 2)]
+    # on CPU the N axis is capped for time, plus a vocabulary (lm_head: decode's largest matmul): the
+    # median one, or in a quick profile the smallest, still 4x the cap and far beyond the caches (beyond
+    # the grid a table keeps its edge's rate). At the median, 151936, the vocabulary column was 80% of
+    # the quick matmul tables' time (M=256 at fp32: 1.3-1.6 s a call).
+    vocab = w["vocab"][0 if quick else len(w["vocab"]) // 2]  # sorted
     return {
-        # on CPU the N axis is capped for time, plus the median vocabulary (lm_head: decode's largest matmul)
         "matmul": {"M": M, "K": pick(w["K"], nk, capk, 512),
-                   "N": pick(w["N"], nn, capn, 512) + ([] if cuda else [float(w["vocab"][len(w["vocab"]) // 2])])},
+                   "N": pick(w["N"], nn, capn, 512) + ([] if cuda else [float(vocab)])},
         "attention_prefill": {"B": [1, 4], "T": T, **heads},
         "attention_decode": {"B": [1, 4] if quick else [1, 4, 16], "S": S, **heads},
         "stream": {"bytes": sizes},

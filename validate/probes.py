@@ -76,9 +76,37 @@ class ProbeResult:
         return out
 
 
-def _timeit(fn, sync, reps: int, warmup: int = 2) -> float:
-    """Fastest of ``reps`` calls after ``warmup`` (what the device can do: other programs only slow
-    a call down, and the kernel tables keep their fastest sample too)."""
+@dataclass(frozen=True)
+class Speed:
+    """How fast the device runs now: the median time of a square matmul and of a read beyond the
+    caches (speed_check). Two of them, taken apart in time, say whether the device's speed moved:
+    on a shared host other machines can slow a whole run by 20% with no sign in its load average."""
+
+    matmul_s: float
+    read_s: float
+
+    def against(self, ref: Speed) -> tuple[float, float]:
+        """(matmuls, memory): ``ref``'s times over these; below 1 the device runs slower than at ``ref``."""
+        return ref.matmul_s / self.matmul_s, ref.read_s / self.read_s
+
+
+def speed_check(device: str) -> Speed:
+    """Medians, not the fastest (what runs typically, not what it can): a 512^3 fp32 matmul (4096^3 on
+    CUDA) 30 times after 5 warm-ups, and a sum over 256 MiB (1 GiB on CUDA) 7 times. About 0.3 s on a
+    CPU. Back to back in one process both repeat within 5% on this project's 2-vCPU VM; the quick
+    probes' fastest-of-5 on small shapes moved by 20% (matmuls) and 90% (32 MiB, partly cached)."""
+    from .timing import synchronizer
+
+    sync = synchronizer(device)
+    cuda = device.startswith("cuda")
+    n = 4096 if cuda else 512
+    with torch.inference_mode():
+        a = torch.randn(n, n, device=device)
+        x = torch.ones((2**30 if cuda else 2**28) // 4, device=device)
+        return Speed(_median(lambda: a @ a, sync, 30, 5), _median(lambda: x.sum(), sync, 7, 2))
+
+
+def _times(fn, sync, reps: int, warmup: int) -> list[float]:
     for _ in range(warmup):
         fn()
     times = []
@@ -88,7 +116,17 @@ def _timeit(fn, sync, reps: int, warmup: int = 2) -> float:
         fn()
         sync()
         times.append(time.perf_counter() - t)
-    return min(times)
+    return times
+
+
+def _median(fn, sync, reps: int, warmup: int) -> float:
+    return sorted(_times(fn, sync, reps, warmup))[reps // 2]
+
+
+def _timeit(fn, sync, reps: int, warmup: int = 2) -> float:
+    """Fastest of ``reps`` calls after ``warmup`` (what the device can do: other programs only slow
+    a call down, and the kernel tables keep their fastest sample too)."""
+    return min(_times(fn, sync, reps, warmup))
 
 
 def device_name(device: str) -> str:

@@ -79,6 +79,27 @@ def done_when(run) -> list[str]:
     return out
 
 
+DRIFT = 0.10  # the probes' speed around the passes against the profile's: a larger change is warned of
+
+
+def drift_lines(run) -> list[str]:
+    """The device's speed after the passes against just before them (probes.speed_check: 0.3 s on a
+    CPU), and a warning when it moved by more than DRIFT: a shared host's other virtual machines can
+    slow a whole run by 20%, which every held-out error then carries."""
+    d = run.drift()
+    if not d:
+        return []
+    first = run.speed[0][0]
+    out = [f"device speed {'; '.join(f'{when}: matmul x{c:.2f}, memory x{m:.2f}' for when, c, m in d)} "
+           f"(medians against {first}, when the kernel profile had just been measured)"]
+    worst = max(abs(v - 1) for _, c, m in d for v in (c, m))
+    if worst > DRIFT:
+        out.append(f"warning: the device's speed changed by {100 * worst:.0f}% while the passes ran (more than "
+                   f"{100 * DRIFT:.0f}%: other programs, or on a shared host other machines): the held-out errors "
+                   "above carry that change. Run again when the machine is steady.")
+    return out
+
+
 def summary_lines(run) -> list[str]:
     if run.counts:
         ok = all(c.ok for _, c in run.counts)
@@ -90,6 +111,7 @@ def summary_lines(run) -> list[str]:
         out.append("held-out |relative error|, base profile vs kernel profile:")
         out += render.table(error_lines(run.errors), ERROR_HEADERS).splitlines()
         out += done_when(run)
+        out += drift_lines(run)
     slow = sum(r.status.startswith("skipped") for r in run.rows)
     oom = sum(r.status == "oom" for r in run.rows)
     if slow:
@@ -179,7 +201,8 @@ def markdown(run, plot: Path | None) -> str:
         L += ["## Kernel profile", "", *_profile_lines(run.kernel), ""]
     if run.errors:
         L += ["## Held-out error: base profile vs kernel profile (nothing fitted to these passes)", "",
-              render.markdown_table(ERROR_HEADERS, error_lines(run.errors)), "", *[f"- {x}" for x in done_when(run)], ""]
+              render.markdown_table(ERROR_HEADERS, error_lines(run.errors)), "",
+              *[f"- {x}" for x in done_when(run) + drift_lines(run)], ""]
     if run.kernel is not None and run.kernel.bands is not None:
         c = run.band_coverage
         L += ["## Prediction bands (written into calibrated.yaml)", "",

@@ -39,7 +39,9 @@ from .timing import Point, check_device
 HELD_OUT = ("llama-3.2-1b", "qwen2.5-0.5b", "qwen3-30b-a3b")
 GRIDS = {  # batches, prompt lengths (prefill), decode contexts
     "default": ((1, 4), (64, 256), (64, 256)),
-    "quick": ((1, 4), (64, 256), (64, 256)),
+    # quick: prompts half as long: the 1024-token prefills at fp32 (2.4-2.7 s a call, 3 calls each)
+    # were 40% of a quick run's timed passes on a 2-vCPU machine
+    "quick": ((1, 4), (32, 128), (64, 256)),
 }
 BUDGET_S = {"default": 120.0, "quick": 24.0}  # timing budget for the whole grid of all models
 MAX_CALL_S = {"default": 5.0, "quick": 3.0}  # a point whose single call is slower is skipped
@@ -86,6 +88,12 @@ class Run:
     band_coverage: dict = field(default_factory=dict)
     spent: dict[str, float] = field(default_factory=dict)  # wall seconds by part of the run (where the time goes)
     passes_spent: dict[str, float] = field(default_factory=dict)  # the passes' timing by measure.PARTS
+    speed: list[tuple[str, object]] = field(default_factory=list)  # (when, probes.Speed), in order
+
+    def drift(self) -> list[tuple[str, float, float]]:
+        """(when, matmuls, memory): each speed check against the first (probes.Speed.against). Below 1:
+        the device ran slower than at the first."""
+        return [(when, *s.against(self.speed[0][1])) for when, s in self.speed[1:]]
 
     def where_the_time_went(self) -> str:
         """"kernel profile 60 s, model builds 8 s, ..., the rest 3 s" (of wall_s)."""
@@ -289,6 +297,7 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
         for s in todo:
             builders[s.name] = partial(build_decoder, arena=arena)
     n_points = sum(len(points[s.name]) for s in todo)
+    state.speed.append(("before the passes", probes_mod.speed_check(device)))  # just after the kernel profile
     budget = opts.budget_s or BUDGET_S[opts.mode]
     per_point = budget / max(n_points, 1)
     sync = timing.synchronizer(device)
@@ -326,6 +335,7 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
         write_rows(csv_path, state.rows)
         say(f"interrupted: {len(state.rows)} points kept in {csv_path}")
         raise
+    state.speed.append(("after the passes", probes_mod.speed_check(device)))
     write_rows(csv_path, state.rows)
     state.errors = errors_of(state.rows)
     _bands(state, out, say)
