@@ -92,9 +92,10 @@ class Speed:
 
 def speed_check(device: str) -> Speed:
     """Medians, not the fastest (what runs typically, not what it can): a 512^3 fp32 matmul (4096^3 on
-    CUDA) 30 times after 5 warm-ups, and a sum over 256 MiB (1 GiB on CUDA) 7 times. About 0.3 s on a
-    CPU. Back to back in one process both repeat within 5% on this project's 2-vCPU VM; the quick
-    probes' fastest-of-5 on small shapes moved by 20% (matmuls) and 90% (32 MiB, partly cached)."""
+    CUDA) 30 times after 5 warm-ups, and a sum over 256 MiB (1 GiB on CUDA) 15 times after 3. About 0.3 s
+    on a CPU. Back to back in one process they repeat within 2% (matmul) and 10% (read) on this
+    project's 2-vCPU VM; the quick probes' fastest-of-5 on small shapes moved by 20% (matmuls) and
+    90% (32 MiB, partly cached)."""
     from .timing import synchronizer
 
     sync = synchronizer(device)
@@ -103,7 +104,7 @@ def speed_check(device: str) -> Speed:
     with torch.inference_mode():
         a = torch.randn(n, n, device=device)
         x = torch.ones((2**30 if cuda else 2**28) // 4, device=device)
-        return Speed(_median(lambda: a @ a, sync, 30, 5), _median(lambda: x.sum(), sync, 7, 2))
+        return Speed(_median(lambda: a @ a, sync, 30, 5), _median(lambda: x.sum(), sync, 15, 3))
 
 
 def _times(fn, sync, reps: int, warmup: int) -> list[float]:
