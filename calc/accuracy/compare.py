@@ -244,6 +244,17 @@ def arrivals(run, n: int) -> np.ndarray:
     return np.divide(unit, r, out=np.zeros(n), where=r > 0)
 
 
+def _cached(sc: Scenario, T, rep):
+    """The prompt tokens found cached per request (Scenario.cached_requests: the first N requests,
+    all but the last token; calc.serving.replica.prefix caps it so), None when none are."""
+    if not sc.cached_requests:
+        return None
+    from calc.serving.replica.prefix import CachedPrefix
+
+    cached = np.where(np.arange(T.size) < sc.cached_requests, T - 1, 0)
+    return CachedPrefix(cached.astype(np.int64), 0, rep.kv.block_size)
+
+
 def _serving(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
     from calc.serving.replica.capacity import steady_state
     from calc.serving.sim.simulate import simulate
@@ -260,15 +271,16 @@ def _serving(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
         return {}
     out: dict[str, float] = {}
     latency = {"ttft", "tpot", "itl", "e2e"} & {m.split("_")[0] for m in want}
+    prefix = _cached(sc, T, rep)
     if latency or run.load != "concurrency":
         if run.load == "burst" or run.ramp_up is not None:  # explicit arrival times
-            sim = simulate(rep, T, G, rate_per_s=1.0, gaps=arrivals(run, T.size))
+            sim = simulate(rep, T, G, rate_per_s=1.0, gaps=arrivals(run, T.size), prefix=prefix)
         elif run.load == "rate":
             b = run.burstiness
             sim = simulate(rep, T, G, rate_per_s=run.rate_per_s, process="poisson" if b == 1.0 else "gamma",
-                           cv=1.0 / math.sqrt(b))
+                           cv=1.0 / math.sqrt(b), prefix=prefix)
         elif run.load == "burst":
-            sim = simulate(rep, T, G, burst=True)
+            sim = simulate(rep, T, G, burst=True, prefix=prefix)
         else:
             sim = simulate(rep, T, G, concurrency=run.concurrency)
         serving = preset.request_overhead_s

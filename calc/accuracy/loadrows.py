@@ -30,7 +30,8 @@ from calc.spec.catalog import hardware_catalog, model_catalog, shipped
 UNDER_LOAD = shipped("accuracy", "reports/accuracy") / "under_load.csv"
 COLUMNS = ("id", "run", "publisher", "source", "engine", "engine_version", "model", "weight_dtype", "kv_dtype",
            "act_dtype", "gpu", "num_gpus", "tp", "ep", "load", "concurrency", "request_rate", "num_prompts", "input_len",
-           "output_len", "lengths", "metric", "statistic", "value", "unit", "tool", "engine_args", "notes")
+           "output_len", "lengths", "metric", "statistic", "value", "unit", "tool", "engine_args", "notes",
+           "cached_requests")
 # (metric, statistic) -> the name calc.accuracy.compare predicts it under. A median ITL is
 # predicted as the median request's TPOT: the simulator keeps per-request times, not every
 # token's gap (for runs of fixed lengths the two agree up to the prefill steps a decode waits on).
@@ -77,6 +78,10 @@ class LoadRow:
     # scripts' old default, draws prompts from [1, L]: drawn_lengths), L the row's input_len /
     # output_len; None: every request at the row's lengths ("fixed", or "mean": the means)
     range_ratio: float | None = None
+    # the first N requests' prompts already in the server's prefix cache (from an earlier run of the
+    # same prompts, as the publisher's server log shows it; SOURCES.md): calc.accuracy.scenario's
+    # Conditions.cached_requests
+    cached_requests: int = 0
 
     @property
     def measured_as(self) -> str:
@@ -170,13 +175,26 @@ def load_rows(path: Path = UNDER_LOAD) -> tuple[list[LoadRow], list[tuple[str, s
                 concurrency=int(conc) if conc else None, rate_per_s=rate,
                 num_prompts=int(n) if n else None, prompt_len=T, output_len=G, metric=r["metric"],
                 statistic=r["statistic"], value=value, engine_args=_engine_args(r["engine_args"], where),
-                engine_version=r["engine_version"] or "", range_ratio=ratio))
+                engine_version=r["engine_version"] or "", range_ratio=ratio,
+                cached_requests=_cached_requests(r["cached_requests"], n, where)))
     _check_runs(rows, path)
     return rows, skipped
 
 
 RUN_FIELDS = ("publisher", "engine", "model", "hardware", "weight_dtype", "kv_dtype", "compute_dtype", "gpus", "tp",
-              "load", "concurrency", "rate_per_s", "num_prompts", "prompt_len", "output_len", "engine_args")
+              "load", "concurrency", "rate_per_s", "num_prompts", "prompt_len", "output_len", "engine_args",
+              "cached_requests")
+
+
+def _cached_requests(text: str, n: float | None, where: str) -> int:
+    """The cached_requests cell: empty (none), or a whole number of requests, at most the run's."""
+    if not text:
+        return 0
+    v = csv_number(text)
+    if v is None or v < 0 or v != int(v) or (n is not None and v > n):
+        raise SpecError(where, "cached_requests", f"{text!r} is not a whole number of requests from 0 to "
+                                                  f"{int(n) if n else 'the run'}'s")
+    return int(v)
 
 
 def _check_runs(rows: list[LoadRow], path) -> None:
@@ -230,7 +248,8 @@ def scenario(run_rows: list[LoadRow], preset: str):
               output_len=r.output_len, model_id=r.model, **lens)
     opts = Conditions(model=r.model, hardware=r.hardware, engine=preset, tp=r.tp, ep=r.ep, gpus=r.gpus,
                       weight_dtype=r.weight_dtype, kv_dtype=r.kv_dtype, compute_dtype=r.compute_dtype, **fixed,
-                      engine_args=r.engine_args or None, engine_version=r.engine_version or None)
+                      engine_args=r.engine_args or None, engine_version=r.engine_version or None,
+                      cached_requests=r.cached_requests or None)
     return resolve(run, opts)
 
 

@@ -83,6 +83,10 @@ class Conditions(BaseModel):
     # the engine's version (0.6.3, 0.1.0a1, ...): the preset's scheduler as that version had it
     # (calc/data/engines.yaml by_version); unknown: the preset's own
     engine_version: str | None = Field(default=None, max_length=MAX_TEXT)
+    # the first N requests' prompts were in the server's prefix cache when they arrived (a benchmark
+    # that re-sends an earlier run's prompts to the same server: vLLM's random dataset draws the same
+    # prompts for the same seed); each computes only what the cache cannot give (its last token)
+    cached_requests: StrictInt | None = Field(default=None, ge=0, le=limits.MAX_BATCH)
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,7 @@ class Scenario:
     ep: int = 1  # expert-parallel GPUs of the TP ones (MoE layers), calc.cost.parallel
     attention: str | None = None  # fused | unfused where the file says how attention ran (llama-bench flash_attn)
     engine_version: str | None = None  # the engine's version (option, sidecar or file): the preset's by_version rules
+    cached_requests: int = 0  # the first N requests' prompts found in the prefix cache (Conditions.cached_requests)
 
     @property
     def constant_lengths(self) -> bool:
@@ -238,6 +243,15 @@ def resolve(run: Run, options: Conditions, memo: dict | None = None) -> Scenario
         measured["output_tokens_per_s"] = batch * float(outputs[0]) / measured["e2e_mean_s"]
         notes.append("output tok/s = batch x output_len / avg_latency (as published tables quote it)")
     version = pick("engine_version", cond.get("engine_version"), quiet=True)
+    cached = int(pick("cached_requests", None, 0, quiet=True))
+    sent = prompts.size if prompts.size > 1 else (run.num_requests or 1)
+    if cached > sent:
+        raise SpecError(run.file, f"{run.label}: cached_requests", f"{cached} cached of {sent} requests")
+    if cached and run.load not in ("burst", "rate"):
+        raise SpecError(run.file, f"{run.label}: cached_requests", f"cached prompts are modelled for bursts and "
+                                                                   f"open-loop runs, not a {run.load} load")
+    if cached:
+        notes.append(f"the first {cached} requests' prompts found in the prefix cache (each computes its last token)")
     serving = _serving(engine, hardware, options, side, side_path or hint, cond.get("max_num_seqs"), tp, version)
     if run.load in ("rate", "burst") and not (options.max_num_seqs or side.max_num_seqs or options.engine_args
                                               or side.engine_args):
@@ -248,7 +262,8 @@ def resolve(run: Run, options: Conditions, memo: dict | None = None) -> Scenario
                     weight_dtype=weight, kv_dtype=kv, compute_dtype=compute, batch=batch,
                     max_num_seqs=int(serving.max_num_seqs or 0), prompt_lens=prompts, output_lens=outputs,
                     measured=measured, assumed=tuple(assumed), notes=tuple([*run.notes, *notes]), sidecar=side_path,
-                    origin=origin, serving=serving, attention=cond.get("attention"), engine_version=version)
+                    origin=origin, serving=serving, attention=cond.get("attention"), engine_version=version,
+                    cached_requests=cached)
 
 
 def _scheduler_preset(engine: str):

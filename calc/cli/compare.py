@@ -35,6 +35,7 @@ def compare_cmd(
     fit_out: Annotated[Path | None, typer.Option("--fit-out", help="Preset YAML --fit writes (default: OUT/preset.yaml, else ./roofline-fit.yaml).")] = None,
     engine_arg: Annotated[list[str] | None, typer.Option("--engine-arg", help="An engine argument the server ran with, under the engine's own name, KEY=VALUE (repeatable): gpu_memory_utilization=0.5, max_num_batched_tokens=2048 (vLLM); mem_fraction_static, chunked_prefill_size (SGLang); ... Overrides the sidecar's engine_args.")] = None,
     engine_version: Annotated[str | None, typer.Option("--engine-version", help="The engine's version the runs used (0.6.3, 0.1.0a1): its scheduler as that version had it, where the preset states one (engines.yaml by_version). Overrides the sidecar's engine_version.")] = None,
+    cached_requests: Annotated[int | None, typer.Option("--cached-requests", min=0, help="A burst or open-loop run whose first N prompts the server had in its prefix cache (an earlier run of the same prompts: vLLM's random dataset draws the same prompts for the same --seed); each computes only its last prompt token. Overrides the sidecar's cached_requests.")] = None,
 ) -> None:
     """Measured | predicted | error per metric (TTFT, TPOT, ITL, e2e: mean/p50/p99; tokens/s) for each run.
 
@@ -64,7 +65,7 @@ def compare_cmd(
         check_writable(fit_out, "--fit-out")
     options = Conditions(model=model, hardware=hardware, engine=engine, tp=tp, ep=ep, weight_dtype=weight_dtype,
                          kv_dtype=kv_dtype, compute_dtype=compute_dtype, engine_args=_engine_args(engine_arg),
-                         engine_version=engine_version)
+                         engine_version=engine_version, cached_requests=cached_requests)
     runs, failures, presets = compare_files(results, options)
     for _, message in failures:
         typer.echo(f"roofline: error: {message}", err=True)

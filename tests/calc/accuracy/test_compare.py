@@ -190,3 +190,48 @@ def test_lengths_beyond_the_context_name_the_file(tmp_path):
     _, failures, _ = compare_files([p], Conditions(model="llama-3.1-8b", hardware="h100-sxm"))
     ((f, msg),) = failures
     assert msg.startswith(str(p)) and "max context" in msg
+
+
+def _burst_run(tmp_path):
+    d = json.loads((BENCH / "vllm-serve-concurrency16.json").read_text())
+    d["max_concurrency"] = None  # request_rate inf and no limit: all 40 requests sent at t = 0
+    p = tmp_path / "burst.json"
+    p.write_text(json.dumps(d))
+    (run,) = read_results(p)
+    return run
+
+
+def test_cached_requests_compute_only_their_last_prompt_token(tmp_path, monkeypatch):
+    """A burst whose first N prompts the server had cached (an earlier run of the same prompts):
+    those N requests prefill one token each, attending to the T - 1 cached ones; the rest prefill whole."""
+    from calc.serving.sim import simulate as sim_mod
+
+    run = _burst_run(tmp_path)
+    seen = {}
+    real = sim_mod.simulate
+
+    def spy(rep, T, G, **kw):
+        seen["T"], seen["prefix"] = np.asarray(T), kw.get("prefix")
+        return real(rep, T, G, **kw)
+
+    monkeypatch.setattr(sim_mod, "simulate", spy)
+    none = predict(resolve(run, Conditions(hardware="h100-sxm")), load_preset("vllm"))
+    assert seen["prefix"] is None
+    sc = resolve(run, Conditions(hardware="h100-sxm", cached_requests=25))
+    assert sc.cached_requests == 25 and any("first 25 requests' prompts" in n for n in sc.notes)
+    some = predict(sc, load_preset("vllm"))
+    T, cached = seen["T"], seen["prefix"].cached
+    assert cached.size == T.size == 40
+    assert np.array_equal(cached[:25], T[:25] - 1) and not cached[25:].any()  # by hand: 25 of 40, all but one token
+    assert some["ttft_mean_s"] < none["ttft_mean_s"]  # less prefill work ahead of every request's first token
+    allc = predict(resolve(run, Conditions(hardware="h100-sxm", cached_requests=40)), load_preset("vllm"))
+    assert allc["ttft_mean_s"] < some["ttft_mean_s"]
+
+
+def test_cached_requests_beyond_the_run_or_on_a_closed_loop_are_refused(tmp_path):
+    run = _burst_run(tmp_path)
+    with pytest.raises(SpecError, match="41 cached of 40 requests"):
+        resolve(run, Conditions(hardware="h100-sxm", cached_requests=41))
+    (loop,) = read_results(BENCH / "vllm-serve-concurrency16.json")
+    with pytest.raises(SpecError, match="bursts and open-loop runs, not a concurrency load"):
+        resolve(loop, Conditions(hardware="h100-sxm", cached_requests=4))

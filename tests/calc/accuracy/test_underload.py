@@ -100,11 +100,23 @@ def _write(tmp_path, **change):
     (dict(lengths="uniform 1.5"), "lengths"), (dict(lengths="uniform"), "lengths"), (dict(lengths="zipf"), "lengths"),
     (dict(second=dict(id="x2", metric="tpot_s", concurrency="16")), "concurrency"),
     (dict(second=dict(id="x2")), "metric"),  # the same statistic twice in one run
+    (dict(load="burst", num_prompts="10", cached_requests="11"), "cached_requests"),  # more than the run sent
+    (dict(load="burst", num_prompts="10", cached_requests="2.5"), "cached_requests"),
+    (dict(load="burst", num_prompts="10", cached_requests="-1"), "cached_requests"),
+    (dict(second=dict(id="x2", metric="tpot_s", cached_requests="3")), "cached_requests"),  # one run, one cache
 ])
 def test_a_bad_row_is_one_error_naming_it(tmp_path, change, field):
     with pytest.raises(SpecError) as e:
         load_rows(_write(tmp_path, **change))
     assert field in str(e.value) and "row x" in str(e.value)
+
+
+def test_cached_requests_reach_the_run_s_conditions(tmp_path):
+    (row,), _ = load_rows(_write(tmp_path, load="burst", num_prompts="10", cached_requests="4"))
+    assert row.cached_requests == 4
+    from calc.accuracy.loadrows import scenario
+
+    assert scenario([row], "vllm").cached_requests == 4
 
 
 def test_an_unknown_model_is_skipped_with_the_reason(tmp_path):
