@@ -9,6 +9,7 @@ import typer
 
 from calc.cli.base import Format, FormatOpt, command, emit
 from calc.core import text as render
+from calc.core.units import TERA
 from calc.spec.catalog import hardware_catalog, load_hardware, load_model, load_spec, model_catalog
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
@@ -51,8 +52,9 @@ def hardware_summary(hw: HardwareSpec) -> dict:
         "memory_reported_mib": hw.memory_reported_mib,
         "memory_bandwidth_tb_s": hw.memory_bandwidth_tb_s,
         "peak_tflops": dict(hw.peak_tflops),
-        "fp16_accumulate_tflops": hw.fp16_accumulate_tflops,
-        "int32_tops": hw.int32_tops,
+        # the rates the GEMM classes are priced at: the profile's figure, else what stands in for it
+        "fp16_accumulate_tflops": hw.fp16_accumulate_rate_per_s / TERA,
+        "int32_tops": hw.int32_rate_per_s / TERA,
         "ridge_bf16_flop_per_byte": hw.ridge_point("bf16"),
         "interconnect": hw.interconnect.name if hw.interconnect else None,
         "interconnect_gb_s_per_direction": hw.interconnect.bandwidth_gb_s_per_direction if hw.interconnect else None,

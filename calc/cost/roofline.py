@@ -34,7 +34,7 @@ from functools import cached_property
 
 import numpy as np
 
-from calc.core.units import INTEGER_WEIGHTS, MICRO, TERA
+from calc.core.units import INTEGER_WEIGHTS, MICRO
 from calc.cost.curves import curve_terms
 from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
@@ -51,8 +51,8 @@ def peak_for(hw: HardwareSpec, dt: Dtypes, peak: str, fp16_accumulate: bool = Fa
     accumulate in fp16 at the profile's fp16_accumulate_tflops, where it states one), attention
     at its own (16-bit) dtype, elementwise ("vector") at fp32 without tensor cores."""
     if peak == "matmul":
-        if fp16_accumulate and dt.compute == "fp16" and hw.fp16_accumulate_tflops:
-            return max(hw.fp16_accumulate_tflops * TERA, hw.peak_flops_per_s("fp16"))
+        if fp16_accumulate and dt.compute == "fp16":
+            return hw.fp16_accumulate_rate_per_s
         return hw.peak_flops_per_s(dt.compute)
     if peak == "attention":
         return hw.peak_flops_per_s(dt.attention_compute)

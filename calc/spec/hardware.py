@@ -263,6 +263,12 @@ class HardwareSpec(_Spec):
         return self.peak_flops_per_s("fp32") / 2
 
     @property
+    def fp16_accumulate_rate_per_s(self) -> float:
+        """FLOP/s of fp16 GEMMs that accumulate in fp16: fp16_accumulate_tflops where it beats the
+        fp16 peak (GeForce cards), else the fp16 peak (the same rate as FP32 accumulate)."""
+        return max((self.fp16_accumulate_tflops or 0.0) * TERA, self.peak_flops_per_s("fp16"))
+
+    @property
     def kernel_overhead_s(self) -> float:
         return self.efficiency.kernel_overhead_us * MICRO
 

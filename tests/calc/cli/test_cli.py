@@ -94,6 +94,12 @@ def test_models_hardware_show():
     # reports; a GeForce card's fp16-accumulate rate (RTX 4090: 2 x its 165.2 bf16)
     assert re.search(r"^int32_tops\s+33\.5$", r.output, re.M) and re.search(r"^memory_reported_mib\s+81559", r.output, re.M)
     assert re.search(r"^fp16_accumulate_tflops\s+330\.3$", run("show", "rtx-4090").output, re.M)
+    # where a profile states no figure, the rate that stands in for it, never null (a fuzz campaign's
+    # "silent nonsense"): H100's fp16 peak 989.4 (FP16 accumulate runs no faster there); MI300X
+    # publishes no INT32 rate: half its 163.4 FP32 TFLOP/s
+    h100 = json.loads(run("show", "h100-sxm", "-f", "json").output)
+    assert h100["fp16_accumulate_tflops"] == pytest.approx(989.4)
+    assert json.loads(run("show", "mi300x", "-f", "json").output)["int32_tops"] == pytest.approx(163.4 / 2)
     r = run("models")
     assert r.exit_code == 0 and re.search(r"^llama-3\.1-8b\s+8\.03 B\s+8\.03 B\s+32\s+4096\s+gqa", r.output, re.M), r.output
     r = run("hardware")
