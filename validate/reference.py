@@ -22,6 +22,7 @@ from torch import nn
 
 from calc.spec.model import ModelSpec
 
+from .arena import WeightArena, arena_bytes
 from .passes import KVCache
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -317,6 +318,17 @@ class Decoder(nn.Module):
 RANDOM_BLOCK = 1_000_003  # N(0, 1) draws shared by every weight (prime: rows of any width start apart)
 
 
+def meta_decoder(spec: ModelSpec, max_len: int, dtype: str = "fp32") -> Decoder:
+    """The decoder on the meta device at ``dtype``: its shapes, no memory."""
+    with torch.device("meta"):
+        return Decoder(spec, max_len).to(TORCH_DTYPES[dtype])
+
+
+def weight_bytes(spec: ModelSpec, max_len: int, dtype: str) -> int:
+    """Bytes a WeightArena needs for build_decoder's weights."""
+    return arena_bytes(meta_decoder(spec, max_len, dtype))
+
+
 def build_decoder(spec: ModelSpec, max_len: int, dtype: str = "fp32", device: str = "cpu",
                   seed: int = 0, arena: WeightArena | None = None) -> Decoder:
     """Random weights (std 1/sqrt(fan_in)), allocated straight at ``dtype`` on ``device``, or placed
@@ -325,8 +337,7 @@ def build_decoder(spec: ModelSpec, max_len: int, dtype: str = "fp32", device: st
     does not depend on fresh draws per weight, and drawing a billion normals per model was most of a
     quick validation's model builds on a CPU."""
     gen = torch.Generator().manual_seed(seed)
-    with torch.device("meta"):
-        model = Decoder(spec, max_len).to(TORCH_DTYPES[dtype])
+    model = meta_decoder(spec, max_len, dtype)
     if arena is None:
         model = model.to_empty(device=device)  # allocated once, at the dtype
     else:
@@ -345,48 +356,6 @@ def build_decoder(spec: ModelSpec, max_len: int, dtype: str = "fp32", device: st
                     blocks[fan_in] = (draws * fan_in ** -0.5).repeat(2).to(device=p.device, dtype=p.dtype)
                 fill_tiled(p.view(-1), blocks[fan_in], gen)
     return model.eval().requires_grad_(False)
-
-
-ALIGN = 64  # bytes: each weight in an arena starts on a cache line
-
-
-def _aligned(nbytes: int) -> int:
-    return -(-nbytes // ALIGN) * ALIGN
-
-
-def weight_bytes(spec: ModelSpec, max_len: int, dtype: str) -> int:
-    """Bytes an arena needs for build_decoder's weights (measured on the meta device: no memory)."""
-    with torch.device("meta"):
-        model = Decoder(spec, max_len).to(TORCH_DTYPES[dtype])
-    return sum(_aligned(p.numel() * p.element_size()) for p in model.parameters())
-
-
-class WeightArena:
-    """One buffer that holds the weights of one model at a time, for a run that builds several models
-    in turn (validate's held-out models at each dtype). Memory that a process touches for the first
-    time costs a page fault per 4 KiB: on this project's VM 0.3-1.5 GB/s, so building qwen3-30b-a3b
-    at 2 layers in fp32 and then bf16 took 6-14 s each, nearly all of it faults. In an arena only the
-    first model to reach an address pays for it. A model's weights are views of the arena, valid until
-    the next model is placed; building a model larger than the arena replaces the buffer."""
-
-    def __init__(self, nbytes: int = 0, device: str = "cpu"):
-        self.device = device
-        self.buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)  # untouched until filled
-
-    def place(self, model: torch.nn.Module) -> torch.nn.Module:
-        """Every parameter of ``model`` (on the meta device, at its dtype) made a view of the arena."""
-        params = [(mod, name, p) for mod in model.modules() for name, p in mod.named_parameters(recurse=False)]
-        need = sum(_aligned(p.numel() * p.element_size()) for _, _, p in params)
-        if need > self.buffer.numel():
-            self.buffer = torch.empty(0, dtype=torch.uint8, device=self.device)  # the old one freed first
-            self.buffer = torch.empty(need, dtype=torch.uint8, device=self.device)
-        at = 0
-        for mod, name, p in params:
-            n = p.numel() * p.element_size()
-            view = self.buffer[at:at + n].view(p.dtype).view(p.shape)
-            setattr(mod, name, torch.nn.Parameter(view, requires_grad=False))
-            at += _aligned(n)
-        return model
 
 
 def fill_tiled(flat: torch.Tensor, block: torch.Tensor, gen: torch.Generator) -> torch.Tensor:

@@ -290,7 +290,8 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
     if opts.impl == "reference" and not cuda:  # CPU: every model's weights in one arena, its pages faulted in
         # once, not per model (CUDA's caching allocator reuses its memory already, and an arena sized for
         # the largest model would turn one dtype's out-of-memory into every dtype's)
-        from .reference import WeightArena, build_decoder, weight_bytes
+        from .arena import WeightArena
+        from .reference import build_decoder, weight_bytes
 
         arena = WeightArena(max(weight_bytes(s, max(p.size + 1 for p in points[s.name]), d) for s in todo
                                 for d in dtypes), device)

@@ -6,7 +6,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from calc.spec.model import ModelSpec  # noqa: E402
-from validate.reference import RANDOM_BLOCK, WeightArena, build_decoder, fill_tiled, weight_bytes  # noqa: E402
+from validate.arena import WeightArena  # noqa: E402
+from validate.reference import RANDOM_BLOCK, build_decoder, fill_tiled, weight_bytes  # noqa: E402
 
 
 def test_fill_tiled_writes_every_element_as_runs_of_the_block():

@@ -154,14 +154,17 @@ def test_burstiness_is_the_gamma_shape(simulate_calls):
     assert seen["process"] == "poisson"
 
 
-def test_everything_at_once_is_capped_by_max_num_seqs(tmp_path):
-    import json
-
+def _burst_run(tmp_path):
     d = json.loads((BENCH / "vllm-serve-concurrency16.json").read_text())
     d["max_concurrency"] = None  # request_rate inf and no limit: all 40 requests sent at t = 0
     p = tmp_path / "burst.json"
     p.write_text(json.dumps(d))
     (run,) = read_results(p)
+    return run
+
+
+def test_everything_at_once_is_capped_by_max_num_seqs(tmp_path):
+    run = _burst_run(tmp_path)
     assert (run.load, run.concurrency) == ("burst", 40)
     sc = resolve(run, Conditions(hardware="h100-sxm"))
     # vLLM's own default on a GPU of >= 70 GiB that is not an A100 (EngineArgs.get_batch_defaults): 1024
@@ -190,15 +193,6 @@ def test_lengths_beyond_the_context_name_the_file(tmp_path):
     _, failures, _ = compare_files([p], Conditions(model="llama-3.1-8b", hardware="h100-sxm"))
     ((f, msg),) = failures
     assert msg.startswith(str(p)) and "max context" in msg
-
-
-def _burst_run(tmp_path):
-    d = json.loads((BENCH / "vllm-serve-concurrency16.json").read_text())
-    d["max_concurrency"] = None  # request_rate inf and no limit: all 40 requests sent at t = 0
-    p = tmp_path / "burst.json"
-    p.write_text(json.dumps(d))
-    (run,) = read_results(p)
-    return run
 
 
 def test_cached_requests_compute_only_their_last_prompt_token(tmp_path, monkeypatch):
