@@ -159,15 +159,18 @@ _PRE = {"dev": 0, "a": 1, "b": 2, "rc": 3}  # pre-releases sort before the relea
 
 
 _VERSION = re.compile(r"\s*(<=)?\s*[vb]?(\d+(?:\.\d+)*)(?:[.-]?(dev|a|b|rc)(\d*))?")
+_FLOOR = re.compile(r"\s*>=\s*([^,]+),\s*(<=.*)")  # ">=0.3.6, <=0.4.0.post2": known only as a range
 
 
 def version_key(text: str) -> tuple | None:
     """An engine version as a sortable key: its leading release numbers, then any pre-release
     (``0.1.0a1`` < ``0.1.0``); llama.cpp's builds by their number (``b3216``: 3216); None for a
     version with no leading number (``sha-11d7af7-rocm``). A version known only as an upper bound
-    (``<=b3061``: a run of May 2024, whose build is not stated) keys as its bound; ``at_most``
-    tells it apart."""
-    m = _VERSION.match(str(text))
+    (``<=b3061``: a run of May 2024, whose build is not stated), or as a range (``>=0.3.6,
+    <=0.4.0.post2``: a December 2024 image, its release not recorded), keys as its upper bound;
+    ``at_most`` tells it apart and ``floor_key`` gives the range's lower bound."""
+    m = _FLOOR.match(str(text))
+    m = _VERSION.match(m.group(2) if m else str(text))
     if m is None:
         return None
     release = tuple(int(x) for x in m.group(2).split("."))
@@ -177,9 +180,19 @@ def version_key(text: str) -> tuple | None:
 
 
 def at_most(text: str) -> bool:
-    """Whether a version is stated as an upper bound (``<=b3061``), not as itself."""
-    m = _VERSION.match(str(text))
+    """Whether a version is stated as an upper bound (``<=b3061``, or a range), not as itself."""
+    m = _FLOOR.match(str(text))
+    m = _VERSION.match(m.group(2) if m else str(text))
     return m is not None and m.group(1) is not None
+
+
+def floor_key(text: str) -> tuple | None:
+    """The oldest release a version can be: itself, a range's lower bound (``>=0.3.6, <=0.4.0``),
+    None for a bare upper bound (``<=b3061``: any older build) or no version."""
+    m = _FLOOR.match(str(text))
+    if m:
+        return version_key(m.group(1))
+    return None if at_most(text) else version_key(text)
 
 
 class VersionRule(_MemoryRange):
@@ -218,13 +231,16 @@ class VersionRule(_MemoryRange):
         return out + (f", at TP >= {self.min_tp}" if self.min_tp > 1 else "")
 
     def applies(self, version: str | None, memory_gb: float = 0.0, tp: int = 1) -> bool:
-        """Whether the rule holds for a run at ``version`` (one known only as an upper bound holds a
-        rule with no ``since`` when the bound is before ``before``; a rule with one, never)."""
+        """Whether the rule holds for a run at ``version`` whatever release in it the run had: one
+        known only as an upper bound holds a rule when the bound is before ``before``, and a rule with
+        a ``since`` only where it is a range whose lower bound is ``since`` or later."""
         key = version_key(version) if version else None
-        if key is None or (self.since is not None and at_most(version)):
+        if key is None:
             return False
-        return (key < version_key(self.before) and (self.since is None or key >= version_key(self.since))
-                and self.in_range(memory_gb) and tp >= self.min_tp)
+        floor = floor_key(version)
+        if self.since is not None and (floor is None or floor < version_key(self.since)):
+            return False
+        return key < version_key(self.before) and self.in_range(memory_gb) and tp >= self.min_tp
 
 
 def _field_problem(field: str, value: Any) -> str | None:

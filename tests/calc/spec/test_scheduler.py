@@ -186,6 +186,30 @@ def test_sglang_04x_runs_get_that_versions_defaults():
     assert at(l4, "0.4.5", 4) == (0.85, 2048, 80)
     own = at(h200, None, 8)
     assert at(h200, "0.5.7", 8) == own and own != (0.81, 8192, 160)
+    # 0.3.0-0.4.0 had the same budget and graph cap (sglang_03x), TP 8's share moving 0.83 -> 0.82 -> 0.81
+    assert at(h200, "0.3.2", 8) == (0.83, 8192, 160) and at(h200, "0.3.6", 8) == (0.82, 8192, 160)
+    assert at(h200, "0.4.0", 4) == (0.85, 8192, 160)
+    # a version known as a range gets what every release in it had: at TP 4, 0.85 throughout
+    assert at(h200, ">=0.4.0, <=0.4.0.post1", 4) == (0.85, 8192, 160)
+    assert at(h200, ">=0.3.6, <=0.4.0.post1", 4) == (0.85, 8192, 160)
+    # at TP 8 the range spans 0.82 and 0.81, so neither TP-8 rule holds (TP 4's 0.85 stays)
+    assert at(h200, ">=0.3.6, <=0.4.0.post1", 8)[0] == 0.85
+    # a bare upper bound may be any older release (0.2.9 had no chunked prefill): no since-rule holds
+    assert at(h200, "<=0.4.0.post1", 4) == at(h200, None, 4)
+
+
+def test_version_ranges_hold_a_since_rule_only_when_whole():
+    """``>=A, <=B`` keys as B (as ``<=B`` does) and holds a rule with a ``since`` only from A on."""
+    from calc.spec.scheduler import VersionRule, at_most, floor_key, version_key
+
+    assert version_key(">=0.3.6, <=0.4.0.post1") == version_key("0.4.0") and at_most(">=0.3.6,<=0.4.0")
+    assert floor_key(">=0.3.6, <=0.4.0") == version_key("0.3.6") and floor_key("<=0.4.0") is None
+    assert floor_key("0.4.2") == version_key("0.4.2")
+    r = VersionRule(since="0.4.0", before="0.4.6", set={})
+    assert r.applies(">=0.4.0, <=0.4.5") and r.applies(">=0.4.1, <=0.4.2")
+    assert not r.applies(">=0.3.6, <=0.4.2")  # 0.3.6 is before since
+    assert not r.applies(">=0.4.0, <=0.4.6")  # 0.4.6 is not before before
+    assert not r.applies("<=0.4.2")
 
 
 def test_bad_by_version_rule_is_one_line(tmp_path):
