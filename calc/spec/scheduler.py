@@ -52,6 +52,12 @@ the engine (``gpu_memory_utilization`` for vLLM, ``mem_fraction_static`` for SGL
                             its own tokens alone, the ranks' lock-step, and SGLang 0.4.x halving each
                             rank's chunked_prefill_size (steps are costed as TP over all tokens, the
                             token budget the replica's); a shared prefix is cached once, not per rank
+    api_servers             processes that take requests in turn before the engine sees them, each
+                            for the preset's request overhead (request_overhead_us: receive,
+                            tokenise, hand over), so in a burst a request waits for those ahead of it
+                            (vLLM's --api-server-count, one tokenizer thread per server); None: the
+                            requests' overheads overlap, however many arrive at once. The wait is
+                            part of TTFT and e2e; the overhead itself is reported beside them
 
 Resolution (``resolve_serving``): these defaults < the preset's ``scheduler`` < its ``by_memory``
 rules for the GPU < its ``by_version`` rules for the engine's version (where one is known) < the
@@ -92,6 +98,7 @@ class Serving(SpecModel):
     kernel_set: str | None = Field(default=None, min_length=1, max_length=80)
     moe_chunk_tokens: int | None = Field(default=None, ge=1, le=lim.MAX_TOKENS)
     dp_attention: bool = False
+    api_servers: int | None = Field(default=None, ge=1, le=lim.MAX_BATCH)
 
     @property
     def policy(self) -> str:

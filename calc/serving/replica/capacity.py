@@ -180,7 +180,7 @@ class SteadyState:
     kv_concurrency_full: float  # pages / mean pages at the final context (reserve-for-max)
     kv_concurrency: float  # pages / time-weighted mean pages held while running
     batch: float  # N
-    limited_by: str  # "KV cache" or "max batch"
+    limited_by: str  # "KV cache", "max batch", "clients" or "API servers"
     requests_per_step: float
     prefill_share: float  # f
     decode_step_s: float
@@ -247,8 +247,28 @@ def _means(rep: Replica, T, G, chunk: float, prefix: CachedPrefix | None = None,
     return memo[key]
 
 
+def api_server_rate(rep: Replica) -> float:
+    """Requests per second the replica's API servers can take (Serving.api_servers, each the preset's
+    request overhead per request); inf where the overheads overlap."""
+    s = rep.eff.request_overhead_s
+    return rep.serving.api_servers / s if rep.serving.api_servers and s > 0 else math.inf
+
+
 def steady_state(rep: Replica, T, G, batch_cap: float | None = None, prefix: CachedPrefix | None = None,
                  memo: dict | None = None) -> SteadyState:
+    """Closed form at saturation (see _steady), or where the API servers take fewer requests per
+    second than the engine would finish (api_server_rate), the state at that rate: the batch that
+    finishes requests as fast as the servers pass them on, limited by "API servers"."""
+    memo = {} if memo is None else memo
+    st = _steady(rep, T, G, batch_cap, prefix, memo)
+    cap = api_server_rate(rep)
+    if st.requests_per_s <= cap:
+        return st
+    return replace(_at_rate(rep, T, G, cap, st.batch, prefix, memo), limited_by="API servers")
+
+
+def _steady(rep: Replica, T, G, batch_cap: float | None = None, prefix: CachedPrefix | None = None,
+            memo: dict | None = None) -> SteadyState:
     """Closed form at saturation; ``batch_cap`` lowers N (a closed loop of fewer clients); ``prefix``:
     the cached prompt tokens (prefill computes the rest) and the pages the shared prefix pins.
     ``memo``: a dict kept across calls on the same (rep, T, G, prefix) (at_load's bisection), so the
@@ -312,11 +332,17 @@ def at_load(rep: Replica, T, G, rate_per_s: float, prefix: CachedPrefix | None =
     util = rate_per_s / sat.requests_per_s
     if util >= 1:
         return sat, util
-    lo, hi = 0.0, sat.batch
+    return _at_rate(rep, T, G, rate_per_s, sat.batch, prefix, memo), util
+
+
+def _at_rate(rep: Replica, T, G, rate_per_s: float, most: float, prefix, memo: dict) -> SteadyState:
+    """The state whose batch (at most ``most``) finishes ``rate_per_s`` requests a second, by bisection
+    (throughput grows with the batch)."""
+    lo, hi = 0.0, most
     for _ in range(40):
         mid = (lo + hi) / 2
-        if steady_state(rep, T, G, batch_cap=max(mid, 1e-6), prefix=prefix, memo=memo).requests_per_s < rate_per_s:
+        if _steady(rep, T, G, batch_cap=max(mid, 1e-6), prefix=prefix, memo=memo).requests_per_s < rate_per_s:
             lo = mid
         else:
             hi = mid
-    return steady_state(rep, T, G, batch_cap=max(hi, 1e-6), prefix=prefix, memo=memo), util
+    return _steady(rep, T, G, batch_cap=max(hi, 1e-6), prefix=prefix, memo=memo)

@@ -50,7 +50,7 @@ class DecodeRuns:
         if arrival:
             # stop at the step during which the next request arrives (it can then be admitted);
             # steps only get longer as contexts grow, so the first step's time bounds the count
-            t_arr = self.arrive[self.incoming[0]] - self.clock
+            t_arr = self.ready[self.incoming[0]] - self.clock
             if k > 64:  # a long run: price only the steps before the arrival can land
                 k = min(k, max(int(t_arr / (self.timer.decode_s(kv) + extra)) + 1, 1))
         if unit:

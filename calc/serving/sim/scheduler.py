@@ -16,6 +16,21 @@ from calc.serving.sim.decoderun import DecodeRuns, _min, _sum
 from calc.serving.sim.slowatch import CHECK_EVERY, SloWatch
 
 
+def served(arrive: np.ndarray, s: float, servers: int = 1) -> np.ndarray:
+    """When requests sent at ``arrive`` (in order) reach the engine, less the service ``s`` itself,
+    past ``servers`` API servers that take them first come, first served, ``s`` seconds each:
+    request k starts when it arrives or when request k - servers (whose server it gets) is done,
+    r_k = max(a_k, r_(k - servers) + s), so along every servers-th request
+    r_m = m s + max over j <= m of (a_j - j s)."""
+    a = np.asarray(arrive, float)
+    out = np.empty_like(a)
+    for first in range(min(servers, a.size)):
+        sub = a[first::servers]
+        m = np.arange(sub.size) * s
+        out[first::servers] = m + np.maximum.accumulate(sub - m)
+    return out
+
+
 class Scheduler(DecodeRuns):
     """The scheduler's state. The running batch lives in preallocated arrays, in admission
     order, its first ``N`` entries in use; per-request results live in arrays over all
@@ -23,6 +38,7 @@ class Scheduler(DecodeRuns):
 
     def __init__(self, rep: Replica, T, G, arrive, concurrency, prefix: CachedPrefix | None = None):
         self.timer = rep.timer  # what a step costs and emits (calc.serving.steps.timer)
+        sv = rep.serving
         self.model = rep.model
         n = T.size
         self.n = n
@@ -30,6 +46,10 @@ class Scheduler(DecodeRuns):
         self.T, self.G = T.astype(np.int64).tolist(), G.astype(np.int64).tolist()
         self.gen = [0] * n  # tokens generated, for requests not running
         self.arrive = np.full(n, np.nan) if arrive is None else arrive.astype(float).copy()
+        # the API servers (Serving.api_servers): when each request reaches the engine, its wait for a
+        # server included (the server's own request overhead is reported beside the times, as ever)
+        self.fe_s = rep.eff.request_overhead_s if sv.api_servers else 0.0
+        self.fe_n = sv.api_servers or 1
         self.first = np.full(n, np.nan)
         self.finish = np.full(n, np.nan)
         self.preempt = np.zeros(n, np.int64)
@@ -39,7 +59,6 @@ class Scheduler(DecodeRuns):
         self.cached = [0] * n if prefix is None else prefix.cached.astype(np.int64).tolist()
         self.shared_pages = 0 if prefix is None else prefix.shared_pages
         self.free = self.total_pages - self.shared_pages
-        sv = rep.serving
         self.wm = int(math.ceil(sv.watermark * self.total_pages))
         self.budget = max(sv.max_batched_tokens, rep.max_batch)
         # the engine's scheduler (calc.spec.scheduler): prefill policy, chunking, preemption, graph cap
@@ -71,6 +90,9 @@ class Scheduler(DecodeRuns):
         c = min(concurrency, n) if self.closed else n
         if self.closed:
             self.arrive[:c] = 0.0
+        self.ready = self.arrive.copy()
+        if self.fe_s > 0:
+            self.ready[:c] = served(self.arrive[:c], self.fe_s, self.fe_n)
         self.incoming.extend(range(c))
         self.issued = c
         self.clock = 0.0
@@ -120,7 +142,10 @@ class Scheduler(DecodeRuns):
         if self.closed:
             for _ in range(done):
                 if self.issued < self.n:
-                    self.arrive[self.issued] = self.clock
+                    k = self.issued
+                    self.arrive[k] = self.ready[k] = self.clock
+                    if self.fe_s > 0 and k >= self.fe_n:  # its server is the one request k - servers had
+                        self.ready[k] = max(self.clock, self.ready[k - self.fe_n] + self.fe_s)
                     self.incoming.append(self.issued)
                     self.issued += 1
 
@@ -314,7 +339,7 @@ class Scheduler(DecodeRuns):
         the queue, then a decode run or else one step; the timeline takes a row at the start and
         after each event."""
         n = self.n
-        inc, arr, waiting = self.incoming, self.arrive, self.waiting
+        inc, arr, ready, waiting = self.incoming, self.arrive, self.ready, self.waiting
         t, kv, run, wait, out = (v.append for v in self.tl)
         decode_run, step = self.decode_run, self.step
         events, self.stopped_s = 0, None
@@ -332,12 +357,12 @@ class Scheduler(DecodeRuns):
             out(self.out_tokens)
             if self.completed >= n:
                 return
-            while inc and arr[inc[0]] <= self.clock:  # arrivals
+            while inc and ready[inc[0]] <= self.clock:  # arrivals (past the API servers)
                 waiting.append(inc.popleft())
             if self.N == 0 and not waiting:
                 if not inc:
                     raise RuntimeError("simulation stalled with requests outstanding")
-                self.clock = max(self.clock, float(arr[inc[0]]))
+                self.clock = max(self.clock, float(ready[inc[0]]))
             elif not decode_run():
                 before = self.steps
                 step()

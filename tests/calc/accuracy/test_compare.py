@@ -114,6 +114,7 @@ def test_prompt_longer_than_ubatch_is_several_passes():
 def test_client_side_times_carry_the_request_overhead():
     run = read_results(BENCH / "vllm-serve-concurrency16.json")[0]
     sc = resolve(run, Conditions(hardware="h100-sxm"))
+    sc = replace(sc, serving=sc.serving.model_copy(update={"api_servers": None}))  # overheads that overlap
     base = load_preset("vllm")
     a = predict(sc, base.model_copy(update={"request_overhead_us": 0.0}))
     b = predict(sc, base.model_copy(update={"request_overhead_us": 8000.0}))
