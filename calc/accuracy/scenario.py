@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, field_validator
 
 from calc.accuracy.benchmarks import Run
 from calc.accuracy.benchmarks.schema import MAX_TEXT
@@ -26,7 +26,7 @@ from calc.core.files import exists
 from calc.cost.parallel import Parallel, check
 from calc.spec.catalog import build, load_hardware, load_model, model_catalog, read_yaml
 from calc.spec.engine import engine_arg_names, engines, family, load_preset
-from calc.spec.scheduler import Serving, map_engine_args, resolve_serving
+from calc.spec.scheduler import Serving, map_engine_args, resolve_serving, version_problem
 
 # What each format measures, run by default: vLLM's tools -> the vllm preset, and so on.
 # GenAI-Perf benchmarks whatever serves the endpoint (NIM: TensorRT-LLM or vLLM inside): no preset is implied.
@@ -87,6 +87,14 @@ class Conditions(BaseModel):
     # that re-sends an earlier run's prompts to the same server: vLLM's random dataset draws the same
     # prompts for the same seed); each computes only what the cache cannot give (its last token)
     cached_requests: StrictInt | None = Field(default=None, ge=0, le=limits.MAX_BATCH)
+
+    @field_validator("engine_version")
+    @classmethod
+    def _version(cls, v: str | None) -> str | None:
+        problem = None if v is None else version_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
 
 
 @dataclass(frozen=True)

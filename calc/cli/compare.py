@@ -49,9 +49,11 @@ def compare_cmd(
     from calc.accuracy.compare import compare_files, load_preset
     from calc.accuracy.scenario import Conditions
     from calc.core import text as render
+    from calc.core.errors import SpecError
     from calc.core.files import check_writable, out_folder
     from calc.render import compare as view
     from calc.spec.catalog import load_hardware, load_model
+    from calc.spec.scheduler import version_problem
 
     if model is not None:
         load_model(model)
@@ -63,6 +65,8 @@ def compare_cmd(
         out_folder(out, "--out", parents=True, create=False)
     if fit and fit_out is not None:  # so is a --fit-out that cannot be written (a missing folder, a device)
         check_writable(fit_out, "--fit-out")
+    if engine_version is not None and (problem := version_problem(engine_version)):
+        raise SpecError("--engine-version", None, problem)
     options = Conditions(model=model, hardware=hardware, engine=engine, tp=tp, ep=ep, weight_dtype=weight_dtype,
                          kv_dtype=kv_dtype, compute_dtype=compute_dtype, engine_args=_engine_args(engine_arg),
                          engine_version=engine_version, cached_requests=cached_requests)

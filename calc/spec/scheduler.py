@@ -202,6 +202,20 @@ def floor_key(text: str) -> tuple | None:
     return None if at_most(text) else version_key(text)
 
 
+def version_problem(text: str) -> str | None:
+    """What is wrong with a version stated as a range (``>=A, <=B``): a bound that is not a version,
+    or A after B; None for any other text (a version a rule cannot read is simply unknown)."""
+    m = _FLOOR.match(str(text))
+    if m is None:
+        return None
+    lo, hi = version_key(m.group(1)), version_key(m.group(2))
+    if lo is None or hi is None:
+        return f"{text!r}: a range's bounds are versions ('>=0.3.6, <=0.4.0')"
+    if lo > hi:
+        return f"{text!r}: the lower bound is after the upper one"
+    return None
+
+
 class VersionRule(_MemoryRange):
     """Scheduler values an engine had before a named version, and from ``since`` on where given
     (its source at those versions cited), where those versions chose them by the GPU's memory (GB)

@@ -247,3 +247,19 @@ def test_vllm_v0_runs_whole_prompts_prefill_first():
     new = resolve_serving(vllm, "h200", 141, version="0.8.0", engine_args=off)
     assert (old.policy, new.policy) == ("prefill_first", "mixed")
     assert resolve_serving(vllm, "h200", 141, version="0.7.3").policy == "mixed"  # chunked: V0 mixes chunks
+
+
+def test_a_version_range_must_read_as_one():
+    """A range whose bounds are not versions, or whose lower bound is after its upper, is a user's
+    mistake: one line, exit 2; any other text is a version a rule may not know (no problem)."""
+    from typer.testing import CliRunner
+
+    from calc.cli.app import app
+    from calc.spec.scheduler import version_problem
+
+    assert version_problem(">=0.3.6, <=0.4.0") is None and version_problem("sha-1234") is None
+    assert "after the upper" in version_problem(">=0.5, <=0.4")
+    assert "bounds are versions" in version_problem(">=soon, <=0.4")
+    bench = Path(__file__).resolve().parents[2] / "fixtures" / "bench" / "vllm-serve-concurrency16.json"
+    r = CliRunner().invoke(app, ["compare", str(bench), "--hardware", "h100-sxm", "--engine-version", ">=0.5, <=0.4"])
+    assert r.exit_code == 2 and "--engine-version" in r.output and "Traceback" not in r.output
