@@ -171,7 +171,7 @@ def simulate_disagg(p: Replica, x: int, d: Replica, y: int, T, G, *, rate_per_s:
     Td, Gd = T[order], np.maximum(G[order] - 1, 1)
     # the prompt's KV arrives written: the decode replica "prefills" one token (the first decode step)
     ds = simulate(d, Td, Gd, rate_per_s=1.0, gaps=gaps_d, seed=seed,
-                  prefix=CachedPrefix(Td - 1, 0, d.kv.block_size))
+                  prefix=CachedPrefix(Td - 1, 0, d.kv.block_size), api=False)  # handed over, not sent again
     inv = np.empty_like(order)
     inv[order] = np.arange(order.size)
     start_d, finish_d = ds.arrive_s[inv], ds.finish_s[inv]

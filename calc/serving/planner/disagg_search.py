@@ -72,7 +72,7 @@ def _candidates(wl, dt, T, G, prefix):
             for mb in sorted(set(dg.decode.max_batch or spec.max_batch)):
                 rep = base.with_max_batch(mb)
                 decodes.append(_Pool(rep, wl.price_per_gpu_hour(hw),
-                                     steady_state(rep, T, Gd, prefix=held).requests_per_s))
+                                     steady_state(rep, T, Gd, prefix=held, api=False).requests_per_s))
     if kv_short and not decodes:
         per_pos = model.kv_bytes_per_token(dt.kv)
         raise SpecError(wl.path or "workload", "disaggregation.decode",

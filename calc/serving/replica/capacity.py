@@ -255,13 +255,14 @@ def api_server_rate(rep: Replica) -> float:
 
 
 def steady_state(rep: Replica, T, G, batch_cap: float | None = None, prefix: CachedPrefix | None = None,
-                 memo: dict | None = None) -> SteadyState:
+                 memo: dict | None = None, api: bool = True) -> SteadyState:
     """Closed form at saturation (see _steady), or where the API servers take fewer requests per
     second than the engine would finish (api_server_rate), the state at that rate: the batch that
-    finishes requests as fast as the servers pass them on, limited by "API servers"."""
+    finishes requests as fast as the servers pass them on, limited by "API servers". ``api``
+    False: the requests come from another replica (disaggregated decode), not through them."""
     memo = {} if memo is None else memo
     st = _steady(rep, T, G, batch_cap, prefix, memo)
-    cap = api_server_rate(rep)
+    cap = api_server_rate(rep) if api else math.inf
     if st.requests_per_s <= cap:
         return st
     return replace(_at_rate(rep, T, G, cap, st.batch, prefix, memo), limited_by="API servers")

@@ -36,7 +36,8 @@ class Scheduler(DecodeRuns):
     order, its first ``N`` entries in use; per-request results live in arrays over all
     requests. (Written for speed: a few numpy calls per event, none per token.)"""
 
-    def __init__(self, rep: Replica, T, G, arrive, concurrency, prefix: CachedPrefix | None = None):
+    def __init__(self, rep: Replica, T, G, arrive, concurrency, prefix: CachedPrefix | None = None,
+                 api: bool = True):
         self.timer = rep.timer  # what a step costs and emits (calc.serving.steps.timer)
         sv = rep.serving
         self.model = rep.model
@@ -48,7 +49,7 @@ class Scheduler(DecodeRuns):
         self.arrive = np.full(n, np.nan) if arrive is None else arrive.astype(float).copy()
         # the API servers (Serving.api_servers): when each request reaches the engine, its wait for a
         # server included (the server's own request overhead is reported beside the times, as ever)
-        self.fe_s = rep.eff.request_overhead_s if sv.api_servers else 0.0
+        self.fe_s = rep.eff.request_overhead_s if sv.api_servers and api else 0.0
         self.fe_n = sv.api_servers or 1
         self.first = np.full(n, np.nan)
         self.finish = np.full(n, np.nan)

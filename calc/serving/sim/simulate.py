@@ -55,7 +55,7 @@ def arrival_gaps(n: int, process: str = "poisson", cv: float = 1.0, seed: int = 
 def simulate(rep: Replica, T, G, *, rate_per_s: float | None = None, concurrency: int | None = None,
              process: str = "poisson", cv: float = 1.0, seed: int = 0, gaps: np.ndarray | None = None,
              prefix: CachedPrefix | None = None, burst: bool = False,
-             stop_on_miss: dict[str, float] | None = None) -> SimResult:
+             stop_on_miss: dict[str, float] | None = None, api: bool = True) -> SimResult:
     """Simulate ``len(T)`` requests on one replica: an open loop at ``rate_per_s`` (Poisson or
     gamma gaps from ``seed``, or the given unit-rate ``gaps``), or a closed loop of
     ``concurrency`` clients, or (``burst``) every request arriving at t = 0. Deterministic for a seed. A request whose prompt needs more
@@ -63,7 +63,8 @@ def simulate(rep: Replica, T, G, *, rate_per_s: float | None = None, concurrency
     prompt tokens found cached per request and the pages the shared prefix pins (calc.serving.replica.prefix).
     ``stop_on_miss`` (SLO targets, {"ttft_p99": seconds, ...}): stop once the measured requests
     miss one for certain (calc.serving.sim.slowatch); the result's ``stopped_s`` says when, and
-    the requests unfinished then have nan times."""
+    the requests unfinished then have nan times. ``api`` False: the requests come from another
+    replica (disaggregated decode), not through the replica's API servers."""
     t0 = time.perf_counter()
     T = np.asarray(T, np.int64)
     G = np.asarray(G, np.int64)
@@ -82,7 +83,7 @@ def simulate(rep: Replica, T, G, *, rate_per_s: float | None = None, concurrency
     if concurrency is not None:
         skip = max(skip, min(concurrency, n // 2))  # the start burst of a closed loop
     lo, hi = skip, n - int(WARMUP * n)  # the measured requests, by arrival order
-    sim = Scheduler(rep, T, G, arrive, concurrency, prefix)
+    sim = Scheduler(rep, T, G, arrive, concurrency, prefix, api)
     # arrival order is index order: open-loop gaps are >= 0, a burst arrives at once, and a closed
     # loop issues requests in index order as earlier ones finish
     sim.run(None if stop_on_miss is None else SloWatch(stop_on_miss, G, lo, hi))

@@ -74,3 +74,15 @@ def test_vllm_api_server_count_sets_the_servers():
     preset = load_preset("vllm")
     assert resolve_serving(preset).api_servers == 1
     assert resolve_serving(preset, engine_args={"api_server_count": 4}).api_servers == 4
+
+
+def test_requests_handed_over_by_another_replica_skip_the_servers():
+    """A disaggregated decode pool takes its requests from the prefill pool, not over HTTP:
+    simulate(api=False) and steady_state(api=False) see no server queue and no cap."""
+    T, G = np.full(4, 16), np.full(4, 4)
+    handed = simulate(_replica(1, 1e6), T, G, burst=True, api=False)
+    free = simulate(_replica(None, 1e6), T, G, burst=True)
+    assert handed.ttft_s == pytest.approx(free.ttft_s)
+    T, G = np.full(200, 64), np.full(200, 8)
+    assert steady_state(_replica(1, 1e5), T, G, api=False).requests_per_s == pytest.approx(
+        steady_state(_replica(None, 1e5), T, G).requests_per_s)
