@@ -151,6 +151,9 @@ def write_accuracy_report(out: Path | None, fit: bool = True, progress: Progress
                  for x in r.results]
     atomic_write(out / "predictions.csv", render.to_csv(pred_rows))
     _plot(r, out / "errors.png")
+    from calc.spec.engine import engines
+
+    shipped = underload.score(lambda publisher: engines()) if fit else None  # as `roofline compare` runs them
     groups = "\n\n".join(f"### By {title}\n\n```\n{grouped_table(r.results, title, key)}\n```"
                          for title, key in GROUPINGS)
     detail = render.table(
@@ -231,7 +234,7 @@ quantised matmuls, and the rest (16-bit and fp8).
 
 {chr(10).join(f"- `{rid}`: {why}" for rid, why in r.skipped) or "- none"}
 
-{underload.section(lr, rows_in_file(UNDER_LOAD), fit)}
+{underload.section(lr, rows_in_file(UNDER_LOAD), fit, shipped)}
 
 ## Every row
 

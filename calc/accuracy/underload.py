@@ -172,8 +172,22 @@ def _version_rules() -> str:
                      for name, preset in engines().items() for r in preset.by_version) or "none"
 
 
-def section(lr: LoadRun, n_file: int, loso: bool = True) -> str:
-    """The accuracy report's "Serving under load" section (markdown)."""
+def _shipped(shipped: LoadRun | None) -> str:
+    if shipped is None:
+        return ""
+    return f"""
+With the presets as committed (calc/data/engines.yaml: what `roofline compare` and `plan` run; their
+fitted fields were fitted on the per-pass rows, every publisher's, never on these):
+
+```
+{chr(10).join(summary_lines(shipped.results))}
+```
+"""
+
+
+def section(lr: LoadRun, n_file: int, loso: bool = True, shipped: LoadRun | None = None) -> str:
+    """The accuracy report's "Serving under load" section (markdown); ``shipped``: the same rows with
+    the presets as committed (what `roofline compare` runs), beside the held-out figures."""
     from calc.accuracy.loadrows import ROUNDS_UNSTATED
 
     res = lr.results
@@ -206,7 +220,7 @@ below the measurement (optimistic for a time, pessimistic for a rate). Scored in
 
 {chr(10).join(target_lines(res))}
 ```
-
+{_shipped(shipped)}
 {tables}
 
 ### The runs missed most

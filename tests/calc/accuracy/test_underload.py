@@ -290,6 +290,11 @@ def test_the_section_names_what_it_scores():
     assert "## Serving under load" in text and "2 publishers" in text and "### By publisher" in text
     assert "`r9`: cannot be simulated" in text and "1.5 s" in text
     assert "median |error| 30%" in text  # |e| 0.1 and 0.5 -> median 0.3
+    assert "presets as committed" not in text
+    # beside it, the same rows as the committed presets predict them: |e| 0.2 and 0.1 -> median 15%
+    shipped = LoadRun([_res("t1", 1.0, 1.2), _res("o1", 100.0, 90.0, "output_tokens_per_s", conc=64)], [], 1.0)
+    both = section(LoadRun(res, [], 1.5), 2, shipped=shipped)
+    assert "presets as committed" in both and "median |error| 15%" in both.split("presets as committed")[1]
 
 
 def test_targets_by_hand():
