@@ -21,6 +21,7 @@ from calc.core import text as render
 from calc.core.files import atomic_write, check_writable, out_folder
 from calc.core.progress import Progress, silent
 from calc.spec.bands import BANDS_FILE
+from calc.spec.engine import engines
 
 MODEL_PATHS = ("calc/cost", "calc/serving", "calc/spec", "calc/data/engines.yaml", "hardware_profiles", "model_configs")
 LOAD_PREDICTIONS = "under_load_predictions.csv"  # the load rows' held-out predictions, beside predictions.csv
@@ -91,7 +92,6 @@ def record_previous(path: Path = PREVIOUS) -> str:
 
     from calc.accuracy.predict import predict
     from calc.accuracy.rows import load_rows
-    from calc.spec.engine import engines
 
     try:
         # the last commit that changed the model (not the harness): stable across rebases
@@ -151,8 +151,6 @@ def write_accuracy_report(out: Path | None, fit: bool = True, progress: Progress
                  for x in r.results]
     atomic_write(out / "predictions.csv", render.to_csv(pred_rows))
     _plot(r, out / "errors.png")
-    from calc.spec.engine import engines
-
     shipped = underload.score(lambda publisher: engines()) if fit else None  # as `roofline compare` runs them
     groups = "\n\n".join(f"### By {title}\n\n```\n{grouped_table(r.results, title, key)}\n```"
                          for title, key in GROUPINGS)

@@ -169,6 +169,12 @@ _VERSION = re.compile(r"\s*(<=)?\s*[vb]?(\d+(?:\.\d+)*)(?:[.-]?(dev|a|b|rc)(\d*)
 _FLOOR = re.compile(r"\s*>=\s*([^,]+),\s*(<=.*)")  # ">=0.3.6, <=0.4.0.post2": known only as a range
 
 
+def _upper(text: str):
+    """The version's match: itself, or the upper bound of a range."""
+    m = _FLOOR.match(str(text))
+    return _VERSION.match(m.group(2) if m else str(text))
+
+
 def version_key(text: str) -> tuple | None:
     """An engine version as a sortable key: its leading release numbers, then any pre-release
     (``0.1.0a1`` < ``0.1.0``); llama.cpp's builds by their number (``b3216``: 3216); None for a
@@ -176,8 +182,7 @@ def version_key(text: str) -> tuple | None:
     (``<=b3061``: a run of May 2024, whose build is not stated), or as a range (``>=0.3.6,
     <=0.4.0.post2``: a December 2024 image, its release not recorded), keys as its upper bound;
     ``at_most`` tells it apart and ``floor_key`` gives the range's lower bound."""
-    m = _FLOOR.match(str(text))
-    m = _VERSION.match(m.group(2) if m else str(text))
+    m = _upper(text)
     if m is None:
         return None
     release = tuple(int(x) for x in m.group(2).split("."))
@@ -188,8 +193,7 @@ def version_key(text: str) -> tuple | None:
 
 def at_most(text: str) -> bool:
     """Whether a version is stated as an upper bound (``<=b3061``, or a range), not as itself."""
-    m = _FLOOR.match(str(text))
-    m = _VERSION.match(m.group(2) if m else str(text))
+    m = _upper(text)
     return m is not None and m.group(1) is not None
 
 

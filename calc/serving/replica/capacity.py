@@ -93,6 +93,12 @@ class Replica:
         """Tokens a decoding sequence emits per step: 1, or the expected accepted tokens."""
         return self.timer.tokens_per_step
 
+    @property
+    def api_server_s(self) -> float:
+        """What one API server spends on each request, in turn (Serving.api_servers: the preset's
+        request overhead); 0 where none takes them in turn."""
+        return self.eff.request_overhead_s if self.serving.api_servers else 0.0
+
     @cached_property
     def eff(self) -> Efficiency:
         return Efficiency.of(self.hw).with_serving(self.serving)
@@ -248,10 +254,9 @@ def _means(rep: Replica, T, G, chunk: float, prefix: CachedPrefix | None = None,
 
 
 def api_server_rate(rep: Replica) -> float:
-    """Requests per second the replica's API servers can take (Serving.api_servers, each the preset's
-    request overhead per request); inf where the overheads overlap."""
-    s = rep.eff.request_overhead_s
-    return rep.serving.api_servers / s if rep.serving.api_servers and s > 0 else math.inf
+    """Requests per second the replica's API servers can take; inf where the overheads overlap."""
+    s = rep.api_server_s
+    return rep.serving.api_servers / s if s > 0 else math.inf
 
 
 def steady_state(rep: Replica, T, G, batch_cap: float | None = None, prefix: CachedPrefix | None = None,

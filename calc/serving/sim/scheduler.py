@@ -49,7 +49,7 @@ class Scheduler(DecodeRuns):
         self.arrive = np.full(n, np.nan) if arrive is None else arrive.astype(float).copy()
         # the API servers (Serving.api_servers): when each request reaches the engine, its wait for a
         # server included (the server's own request overhead is reported beside the times, as ever)
-        self.fe_s = rep.eff.request_overhead_s if sv.api_servers and api else 0.0
+        self.fe_s = rep.api_server_s if api else 0.0
         self.fe_n = sv.api_servers or 1
         self.first = np.full(n, np.nan)
         self.finish = np.full(n, np.nan)
