@@ -108,7 +108,7 @@ def _time_point(model, spec, p: Point, sync, budget, max_call, device, threads, 
 
     try:
         fn = timing.prefill_fn(model, p.batch, p.size, spec.vocab_size, device) if p.phase == "prefill" \
-            else timing.decode_fn(model, p.batch, p.size, device)
+            else timing.decode_fn(model, p.batch, p.size, spec.vocab_size, device)
         call_s = warm_s
         if warm_s is None:  # the shape's first call: the cap check and the warm-up
             call_s = timing.one_call_s(fn, sync)
