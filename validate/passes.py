@@ -72,7 +72,8 @@ class KVCache:
 
     def prime(self) -> None:
         """Fill every slot with zeros, so a decode step can be timed at any context without
-        a prefill first (the values do not change the work; the count checks never prime)."""
+        a prefill first (the values do not change the work, but for which experts an MoE layer
+        runs: timing.decode_fn gives each row its own token for that; the count checks never prime)."""
         for t in (*self.k, *self.v):
             if t is not None:
                 t.zero_()
