@@ -4,6 +4,9 @@ decode_tokens_per_s   1 / TPOT at the row's batch (1 if absent) over its lengths
 prefill_tokens_per_s  B * T / TTFT
 ttft_s, tpot_s, e2e_s  the request model's TTFT, TPOT, e2e at the row's batch; client-side
                       TTFT and e2e add the preset's per-request serving time
+tpot_s, decode_tokens_per_s at a concurrency and no batch (N clients in a closed loop): the
+                      continuous-batching steady state's mean step (below), which takes in the
+                      steps that carry other requests' prefill, as a client's mean TPOT does
 output_tokens_per_s   a fixed batch: B * G / e2e; a concurrency or "max load": the
                       continuous-batching steady state (calc.serving.replica.capacity) with that many
                       running requests, or as many as the KV cache holds; times
@@ -79,8 +82,13 @@ def model_metric(row: Row, preset: EngineSpec | None, memo: dict | None = None, 
     T, G = row.prompt_len, row.output_len
     m = row.metric
     if m in ("output_tokens_per_s", "output_tokens_per_s_per_gpu") and row.batch is None:
-        total = replicas * _steady_output(model, hw, row, kw, preset, memo, across)
+        st = _steady(model, hw, row, kw, preset, memo, across)
+        total = replicas * (st.output_tokens_per_s if st else float("nan"))
         return total / row.gpus if m.endswith("_per_gpu") else total
+    if m in ("tpot_s", "decode_tokens_per_s") and row.batch is None and row.concurrency:
+        st = _steady(model, hw, row, kw, preset, memo, across)
+        step = st.step_s if st else float("nan")
+        return float(step if m == "tpot_s" else 1.0 / step)
     B = row.batch or row.concurrency or 1
     est = estimate(model, hw, B, T, max(G, 2) if m in ("decode_tokens_per_s", "tpot_s") else G, Setup.of(**kw))
     if m == "decode_tokens_per_s":
@@ -125,12 +133,13 @@ def _at_version(preset: EngineSpec, row: Row, memo: dict | None) -> EngineSpec:
     return hit
 
 
-def _steady_output(model, hw, row: Row, kw: dict, preset: EngineSpec | None, memo: dict | None = None,
-                   across: dict | None = None) -> float:
-    """Output tokens/s of one replica under continuous batching at the row's concurrency
-    (or as many running requests as the KV cache and the engine's cap allow); ``memo`` and
-    ``across``: model_metric's, keeping one replica per configuration (its max batch set per
-    row) and steady_state's memo per row, KV budget and scheduler."""
+def _steady(model, hw, row: Row, kw: dict, preset: EngineSpec | None, memo: dict | None = None,
+            across: dict | None = None):
+    """The steady state (calc.serving.replica.capacity.SteadyState) of one replica under continuous
+    batching at the row's concurrency (or as many running requests as the KV cache and the engine's
+    cap allow); None when the KV cache does not fit. ``memo`` and ``across``: model_metric's, keeping
+    one replica per configuration (its max batch set per row) and steady_state's memo per row, KV
+    budget and scheduler."""
     from calc.cost.dtypes import Dtypes
     from calc.serving.replica.capacity import Replica, steady_state
     from calc.spec.scheduler import Serving, resolve_serving
@@ -153,8 +162,7 @@ def _steady_output(model, hw, row: Row, kw: dict, preset: EngineSpec | None, mem
         rep = memo[key] = Replica(model, hw, row.tp, MAX_LOAD_BATCH, dt, serving, kw["attention"])
     rep = rep.with_max_batch(row.concurrency or MAX_LOAD_BATCH)
     if not rep.kv.fits:
-        return float("nan")
+        return None
     steady = {} if across is None else across.setdefault(
         ("steady", row.id, rep.kv, rep.max_batch, rep.serving, rep.logits, rep.tokens_per_step), {})
-    st = steady_state(rep, np.array([row.prompt_len]), np.array([max(row.output_len, 2)]), memo=steady)
-    return float(st.output_tokens_per_s)
+    return steady_state(rep, np.array([row.prompt_len]), np.array([max(row.output_len, 2)]), memo=steady)
