@@ -58,6 +58,11 @@ the engine (``gpu_memory_utilization`` for vLLM, ``mem_fraction_static`` for SGL
                             (vLLM's --api-server-count, one tokenizer thread per server); None: the
                             requests' overheads overlap, however many arrive at once. The wait is
                             part of TTFT and e2e; the overhead itself is reported beside them
+    overlap_schedule        the scheduler launches step k + 1 before it takes step k's results (SGLang's
+                            overlap scheduler): a request that arrives while step k runs is received
+                            once k is done, with k + 1 already queued behind it, so it joins step k + 2,
+                            one step later than on an engine that schedules between steps; an idle
+                            engine takes a request at once
 
 Resolution (``resolve_serving``): these defaults < the preset's ``scheduler`` < its ``by_memory``
 rules for the GPU < its ``by_version`` rules for the engine's version (where one is known) < the
@@ -99,6 +104,7 @@ class Serving(SpecModel):
     moe_chunk_tokens: int | None = Field(default=None, ge=1, le=lim.MAX_TOKENS)
     dp_attention: bool = False
     api_servers: int | None = Field(default=None, ge=1, le=lim.MAX_BATCH)
+    overlap_schedule: bool = False
 
     @property
     def policy(self) -> str:

@@ -35,6 +35,7 @@ ASSUMES = {
     "preemption": "out of KV pages: recompute a request later, or reserve its pages to completion",
     "graph_max_batch": "CUDA graphs up to this many tokens per step; larger steps launch eagerly",
     "dp_attention": "attention data-parallel over the TP ranks: each rank caches its own requests' KV",
+    "overlap_schedule": "overlap scheduling: the next step is launched before the last one's results are taken",
 }
 
 
@@ -204,6 +205,7 @@ def _sglang(rep, R, max_len, args, fields) -> Launch:
 
     mixed = args.pop("enable_mixed_chunk", False)
     dp = args.pop("enable_dp_attention", False)
+    no_overlap = args.pop("disable_overlap_schedule", False)  # a switch: present only to turn it off
     flags = [Flag("--model-path", model_id(rep.model), "the model"), Flag("--tp-size", rep.tp, "TP degree"),
              Flag("--pp-size", rep.pp, "PP degree"), Flag("--context-length", max_len,
                                                           "the longest request's positions (prompt + output)")]
@@ -214,6 +216,8 @@ def _sglang(rep, R, max_len, args, fields) -> Launch:
         flags.append(Flag("--enable-mixed-chunk", None, ASSUMES["prefill"] + ": mixed"))
     if dp:
         flags.append(Flag("--enable-dp-attention", None, ASSUMES["dp_attention"]))
+    if no_overlap:
+        flags.append(Flag("--disable-overlap-schedule", None, ASSUMES["overlap_schedule"] + ": off"))
     dflags, notes = _dtype_notes(rep.dt, rep.model, "--quantization", ("--kv-cache-dtype", "fp8_e4m3"), "SGLang")
     flags += dflags
     if rep.speculative is not None:

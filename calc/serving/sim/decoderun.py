@@ -61,6 +61,7 @@ class DecodeRuns:
             ahead[1:] = cum[:k - 1]
         k, total, shares = self.timer.decode_until(kv, ahead, extra, t_arr if arrival else None)
         self._tally(total, *shares)
+        self.step_start = self.clock + total * (k - 1) / k  # the run's last step began (its steps taken as equal)
         self.clock += total
         self.steps += k
         emitted = k if unit else int(cum[k - 1])

@@ -97,6 +97,10 @@ class Scheduler(DecodeRuns):
         self.incoming.extend(range(c))
         self.issued = c
         self.clock = 0.0
+        # overlap scheduling (Serving.overlap_schedule): a step's composition is fixed when the step
+        # before it starts, so the arrivals it admits are those that came before that start
+        self.overlap = sv.overlap_schedule
+        self.step_start = 0.0  # when the step just done began
         self.completed = 0
         self.out_tokens = 0
         self.steps = 0
@@ -281,6 +285,7 @@ class Scheduler(DecodeRuns):
         if n_dec or work:
             dt, shares = self.timer.one(r_kv[:n_dec], work, wpast)
             self._tally(dt, *shares)
+            self.step_start = self.clock
             self.clock += dt + self._extra_s(n_dec + sum(work), bool(work)) if self.eager_s else dt
             self.steps += 1
         if n_dec:  # the decode tokens (each at most what its request still needs) and their new pages
@@ -358,7 +363,10 @@ class Scheduler(DecodeRuns):
             out(self.out_tokens)
             if self.completed >= n:
                 return
-            while inc and ready[inc[0]] <= self.clock:  # arrivals (past the API servers)
+            # arrivals (past the API servers); under overlap scheduling, with requests running, only
+            # those that came before the step just done began (the next step was queued at its start)
+            horizon = self.step_start if self.overlap and self.N else self.clock
+            while inc and ready[inc[0]] <= horizon:
                 waiting.append(inc.popleft())
             if self.N == 0 and not waiting:
                 if not inc:

@@ -78,6 +78,10 @@ def test_sglang_and_trtllm_names():
     assert "--enable-dp-attention" not in f  # a switch: only when the scheduler has it on
     dp = Replica(r.model, r.hw, 2, 64, r.dt, r.serving.model_copy(update={"dp_attention": True}))
     assert "--enable-dp-attention" in _flags(launch(dp, 1, 4096))
+    # overlap scheduling is SGLang's default: the switch appears only to turn it off
+    assert r.serving.overlap_schedule and "--disable-overlap-schedule" not in f
+    off = Replica(r.model, r.hw, 2, 64, r.dt, r.serving.model_copy(update={"overlap_schedule": False}))
+    assert "--disable-overlap-schedule" in _flags(launch(off, 1, 4096))
     t = _rep("trtllm", kv="fp8")
     cmd = launch(t, 1, 4096)
     f = _flags(cmd)

@@ -1,0 +1,57 @@
+"""SGLang's overlap scheduler (Serving.overlap_schedule): the next step is launched before the last
+one's results are taken, so a request that arrives while a step runs joins one step later than on an
+engine that schedules between steps; an idle engine takes it at once."""
+
+import numpy as np
+import pytest
+
+from calc.cost.dtypes import Dtypes
+from calc.serving.replica.capacity import Replica
+from calc.serving.sim.simulate import simulate
+from calc.spec.catalog import load_hardware, load_model
+from calc.spec.engine import load_preset
+from calc.spec.scheduler import resolve_serving
+from calc.spec.workload import Serving
+
+
+def _replica(overlap: bool):
+    m = load_model("llama-3.1-8b")
+    return Replica(m, load_hardware("h100-sxm"), 1, 64, Dtypes.resolve(m), Serving(overlap_schedule=overlap))
+
+
+def test_an_arrival_during_a_step_waits_one_step_more():
+    """Request 0 (16-token prompt, 400 tokens out) decodes alone; request 1 arrives at 100 ms, in the
+    middle of one of its steps. Scheduling between steps, request 1's prompt joins the step after the
+    one it arrived in; with the step after that already queued, it joins one step later: its TTFT grows
+    by that step, a decode step of request 0 alone (its context then 16 + the steps run, within one)."""
+    T, G = np.array([16, 16]), np.array([400, 8])
+    gaps = np.array([0.0, 0.1])  # arrivals at 0 and 100 ms (rate 1/s)
+    plain = simulate(_replica(False), T, G, rate_per_s=1.0, gaps=gaps)
+    lagged = simulate(_replica(True), T, G, rate_per_s=1.0, gaps=gaps)
+    rep = _replica(False)
+    d = rep.timer.decode_s(np.array([16 + 0.1 // rep.timer.decode_s(np.array([16]))]))  # ~ one decode step then
+    assert lagged.ttft_s[0] == pytest.approx(plain.ttft_s[0])  # request 0 found the engine idle
+    assert lagged.ttft_s[1] - plain.ttft_s[1] == pytest.approx(d, rel=1e-3)
+    assert 0 < d < 0.1
+
+
+def test_an_idle_engine_takes_a_request_at_once():
+    """Requests far apart (each done before the next arrives): no step is queued when one arrives, so
+    overlap scheduling changes nothing."""
+    T, G = np.full(3, 64), np.full(3, 4)
+    gaps = np.array([0.0, 5.0, 5.0])
+    plain = simulate(_replica(False), T, G, rate_per_s=1.0, gaps=gaps)
+    lagged = simulate(_replica(True), T, G, rate_per_s=1.0, gaps=gaps)
+    assert lagged.ttft_s == pytest.approx(plain.ttft_s)
+
+
+def test_sglang_overlaps_from_0_3_6_unless_told_not_to():
+    """engines.yaml sglang (sglang_overlap): on by default from 0.3.6 (disable_overlap_schedule: False),
+    opt-in before (0.3.4-0.3.5 enable_overlap_schedule: False); both flags map onto the field."""
+    p = load_preset("sglang")
+    assert resolve_serving(p).overlap_schedule is True
+    assert resolve_serving(p, version="0.3.5").overlap_schedule is False
+    assert resolve_serving(p, version="0.3.6").overlap_schedule is True
+    assert resolve_serving(p, version="0.4.1", engine_args={"disable_overlap_schedule": True}).overlap_schedule is False
+    assert resolve_serving(p, version="0.3.5", engine_args={"enable_overlap_schedule": True}).overlap_schedule is True
+    assert resolve_serving(load_preset("vllm")).overlap_schedule is False
