@@ -62,7 +62,10 @@ the engine (``gpu_memory_utilization`` for vLLM, ``mem_fraction_static`` for SGL
                             overlap scheduler): a request that arrives while step k runs is received
                             once k is done, with k + 1 already queued behind it, so it joins step k + 2,
                             one step later than on an engine that schedules between steps; an idle
-                            engine takes a request at once
+                            engine takes a request at once (vLLM's async scheduling, on by default from
+                            0.14.0). Both engines turn it off under pipeline parallelism, so the simulator
+                            does; and with speculative decoding (SGLang; vLLM keeps it for EAGLE/MTP),
+                            which the simulator takes for both
 
 Resolution (``resolve_serving``): these defaults < the preset's ``scheduler`` < its ``by_memory``
 rules for the GPU < its ``by_version`` rules for the engine's version (where one is known) < the

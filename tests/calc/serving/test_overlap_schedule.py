@@ -54,4 +54,39 @@ def test_sglang_overlaps_from_0_3_6_unless_told_not_to():
     assert resolve_serving(p, version="0.3.6").overlap_schedule is True
     assert resolve_serving(p, version="0.4.1", engine_args={"disable_overlap_schedule": True}).overlap_schedule is False
     assert resolve_serving(p, version="0.3.5", engine_args={"enable_overlap_schedule": True}).overlap_schedule is True
-    assert resolve_serving(load_preset("vllm")).overlap_schedule is False
+    assert resolve_serving(load_preset("vllm"), version="0.11.0").overlap_schedule is False
+
+
+def test_vllm_schedules_asynchronously_from_0_14():
+    """engines.yaml vllm (vllm_async): async_scheduling opt-in in 0.12-0.13 (False), on by default from
+    0.14.0 (None, resolved to on); vLLM's own flag sets it either way."""
+    p = load_preset("vllm")
+    assert resolve_serving(p).overlap_schedule is True
+    assert resolve_serving(p, version="0.13.0").overlap_schedule is False
+    assert resolve_serving(p, version="0.14.0").overlap_schedule is True
+    assert resolve_serving(p, engine_args={"async_scheduling": False}).overlap_schedule is False
+
+
+def test_pipeline_stages_and_speculation_schedule_between_steps():
+    """Both engines turn overlap scheduling off under pipeline parallelism (SGLang 0.5.7 server_args
+    line 1916, vLLM 0.14 config/vllm.py), and SGLang with speculative decoding: the arrival of the first
+    test then waits no extra step."""
+    from dataclasses import replace
+
+    T, G = np.array([16, 16]), np.array([400, 8])
+    gaps = np.array([0.0, 0.1])
+    m = load_model("llama-3.1-8b")
+    hw = load_hardware("h100-sxm")
+    for on in (True, False):
+        rep = Replica(m, hw, 1, 64, Dtypes.resolve(m), Serving(overlap_schedule=on), pp=2)
+        if on:
+            lagged = simulate(rep, T, G, rate_per_s=1.0, gaps=gaps).ttft_s
+        else:
+            plain = simulate(rep, T, G, rate_per_s=1.0, gaps=gaps).ttft_s
+    assert lagged == pytest.approx(plain)
+    from calc.cost.speculative import SpecConfig
+
+    spec = SpecConfig(k=3, acceptance=0.7, draft=load_model("llama-3.2-1b"))
+    on, off = (replace(_replica(v), speculative=spec) for v in (True, False))
+    assert simulate(on, T, G, rate_per_s=1.0, gaps=gaps).ttft_s == pytest.approx(
+        simulate(off, T, G, rate_per_s=1.0, gaps=gaps).ttft_s)
