@@ -26,7 +26,8 @@ from calc.core.files import exists
 from calc.cost.parallel import Parallel, check
 from calc.spec.catalog import build, load_hardware, load_model, model_catalog, read_yaml
 from calc.spec.engine import engine_arg_names, engines, family, load_preset
-from calc.spec.scheduler import Serving, map_engine_args, resolve_serving, version_problem
+from calc.spec.scheduler import Serving, map_engine_args, resolve_serving
+from calc.spec.versions import version_problem
 
 # What each format measures, run by default: vLLM's tools -> the vllm preset, and so on.
 # GenAI-Perf benchmarks whatever serves the endpoint (NIM: TensorRT-LLM or vLLM inside): no preset is implied.

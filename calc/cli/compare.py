@@ -53,7 +53,7 @@ def compare_cmd(
     from calc.core.files import check_writable, out_folder
     from calc.render import compare as view
     from calc.spec.catalog import load_hardware, load_model
-    from calc.spec.scheduler import version_problem
+    from calc.spec.versions import version_problem
 
     if model is not None:
         load_model(model)

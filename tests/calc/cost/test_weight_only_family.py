@@ -19,7 +19,8 @@ from calc.cost.efficiency import Efficiency
 from calc.cost.opcost import OpCost
 from calc.cost.roofline import op_time
 from calc.spec.engine import EngineSpec, load_engine
-from calc.spec.scheduler import Serving, VersionRule, at_most, resolve_serving, version_key
+from calc.spec.scheduler import Serving, VersionRule, resolve_serving
+from calc.spec.versions import at_most, version_key
 
 BENCH = Path(__file__).resolve().parents[2] / "fixtures" / "bench"
 NEW = {"kernel": "new", "compute": 0.5, "m_half": 0, "memory": 1.0, "fixed_us": 0}

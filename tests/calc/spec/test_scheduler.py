@@ -126,7 +126,7 @@ def test_burst_arrival_kind():
 
 
 def test_versions_sort_as_releases_with_pre_releases_first():
-    from calc.spec.scheduler import version_key
+    from calc.spec.versions import version_key
 
     order = ["0.0.14", "0.1.0a1 (TurboMind)", "0.1.0", "v0.7.4.dev181+gf35f8e22", "0.7.4", "0.10.0"]
     keys = [version_key(v) for v in order]
@@ -200,7 +200,8 @@ def test_sglang_04x_runs_get_that_versions_defaults():
 
 def test_version_ranges_hold_a_since_rule_only_when_whole():
     """``>=A, <=B`` keys as B (as ``<=B`` does) and holds a rule with a ``since`` only from A on."""
-    from calc.spec.scheduler import VersionRule, at_most, floor_key, version_key
+    from calc.spec.scheduler import VersionRule
+    from calc.spec.versions import at_most, floor_key, version_key
 
     assert version_key(">=0.3.6, <=0.4.0.post1") == version_key("0.4.0") and at_most(">=0.3.6,<=0.4.0")
     assert floor_key(">=0.3.6, <=0.4.0") == version_key("0.3.6") and floor_key("<=0.4.0") is None
@@ -255,7 +256,7 @@ def test_a_version_range_must_read_as_one():
     from typer.testing import CliRunner
 
     from calc.cli.app import app
-    from calc.spec.scheduler import version_problem
+    from calc.spec.versions import version_problem
 
     assert version_problem(">=0.3.6, <=0.4.0") is None and version_problem("sha-1234") is None
     assert "after the upper" in version_problem(">=0.5, <=0.4")
