@@ -9,7 +9,7 @@ logits positions) are read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from calc.core.errors import SpecError
 from calc.core.units import MB, MICRO
@@ -24,12 +24,26 @@ ROUTED_EXPERTS = "moe.experts"  # calc.cost.operators.moe_ops' grouped expert GE
 
 
 @dataclass(frozen=True)
+class DtypeOverride:
+    """What a profile sets apart for passes at one compute dtype (efficiency.by_dtype); None:
+    as for every other dtype. Applied when a pass asks (``Efficiency.for_dtype``), on top of
+    whatever the efficiencies have become by then (a preset, a run's scheduler, a draft's step)."""
+
+    compute: float | None = None
+    memory: float | None = None
+    attention: float | None = None
+    kernel_overhead_s: float | None = None
+    step_overhead_s: float | None = None
+    gemm_m_half: float | None = None
+
+
+@dataclass(frozen=True)
 class Efficiency:
     """Fractions of peak and fixed overheads used for times (the profile's, or ideal).
 
     ``attention`` scales both roofs for attention operators (1: as for GEMMs);
-    ``by_dtype`` holds (compute dtype, Efficiency) pairs that replace this one for
-    passes at that compute dtype (see ``for_dtype``); empty unless a profile has them.
+    ``by_dtype`` holds (compute dtype, DtypeOverride) pairs: what differs for passes at that
+    compute dtype (see ``for_dtype``); empty unless a profile has them.
     """
 
     compute: float = 1.0
@@ -37,7 +51,7 @@ class Efficiency:
     kernel_overhead_s: float = 0.0
     step_overhead_s: float = 0.0
     attention: float = 1.0
-    by_dtype: tuple[tuple[str, Efficiency], ...] = ()
+    by_dtype: tuple[tuple[str, DtypeOverride], ...] = ()
     gemm_m_half: float = 0.0  # tokens: matmul efficiency x M / (M + m_half)
     gemv_max_rows: int = 0  # matmuls of at most this many rows run as matrix-vector kernels (EngineSpec)
     gemv_int32_flops: float = 0.0  # their GEMV FLOPs per INT32 op on int8/int4 weights (EngineSpec); 0: none
@@ -112,22 +126,19 @@ class Efficiency:
         top = cls(e.compute, e.memory, hw.kernel_overhead_s, hw.step_overhead_s, e.attention,
                   gemm_m_half=e.gemm_m_half, memory_half_bytes=e.memory_half_mb * MB, curves=e.kernels,
                   fitted_collectives=True, tables=hw.kernel_set or None)
-        over = []
-        for dtype, d in e.by_dtype.items():
-            pick = lambda v, default: default if v is None else v  # noqa: E731
-            over.append((dtype, replace(top, compute=pick(d.compute, top.compute), memory=pick(d.memory, top.memory),
-                                        kernel_overhead_s=pick(d.kernel_overhead_us, e.kernel_overhead_us) * MICRO,
-                                        step_overhead_s=pick(d.step_overhead_us, e.step_overhead_us) * MICRO,
-                                        attention=pick(d.attention, top.attention),
-                                        gemm_m_half=pick(d.gemm_m_half, top.gemm_m_half))))
-        top = replace(top, by_dtype=tuple(over))
+        seconds = lambda us: None if us is None else us * MICRO  # noqa: E731
+        top = replace(top, by_dtype=tuple(
+            (dtype, DtypeOverride(d.compute, d.memory, d.attention, seconds(d.kernel_overhead_us),
+                                  seconds(d.step_overhead_us), d.gemm_m_half))
+            for dtype, d in e.by_dtype.items()))
         return top if hw.preset is None else top.under(hw.preset)
 
     def under(self, preset: EngineSpec) -> Efficiency:
         """A preset's kernel-level parameters on top of these efficiencies (ideal: none at all):
         its attention share, small-GEMM and small-transfer halves and overheads replace the
         profile's; its scales multiply the profile's large-GEMM and streaming fractions; its
-        kernel set gives the kernels per operator. Over measured kernel curves (whose fixed
+        kernel set gives the kernels per operator. A profile's per-dtype fractions stay, scaled
+        alike; its per-dtype attention share, halves and overheads give way to the preset's. Over measured kernel curves (whose fixed
         times already hold each kernel's own cost), the per-kernel overhead is the preset's
         ``launch_us`` (what launching adds beyond a measured kernel), when it states one."""
         if preset.ideal:
@@ -140,7 +151,9 @@ class Efficiency:
             self, engine=preset.name, attention=preset.attention, gemm_m_half=preset.gemm_m_half,
             memory_half_bytes=preset.memory_half_mb * MB, kernel_overhead_s=per_kernel * MICRO,
             step_overhead_s=preset.step_overhead_us * MICRO, request_overhead_s=preset.request_overhead_s,
-            compute=self.compute * preset.compute_scale, memory=self.memory * preset.memory_scale, by_dtype=(),
+            compute=self.compute * preset.compute_scale, memory=self.memory * preset.memory_scale,
+            # a dtype keeps its own fractions (scaled as the profile's are); the rest is the preset's
+            by_dtype=tuple((d, DtypeOverride(o.compute, o.memory)) for d, o in self.by_dtype),
             compute_scale=preset.compute_scale, memory_scale=preset.memory_scale, curves=curves,
             kernel_sets=tuple((n, tuple(k.items())) for n, k in [(None, preset.kernels), *preset.kernel_sets.items()]),
             custom_allreduce=preset.custom_allreduce,
@@ -169,13 +182,16 @@ class Efficiency:
         """These efficiencies with another per-pass overhead (every dtype's): a draft pass run
         inside the target's engine step pays its own cost, not the engine's step."""
         return replace(self, step_overhead_s=seconds,
-                       by_dtype=tuple((d, replace(e, step_overhead_s=seconds)) for d, e in self.by_dtype))
+                       by_dtype=tuple((d, replace(o, step_overhead_s=None)) for d, o in self.by_dtype))
 
     def for_dtype(self, compute_dtype: str) -> Efficiency:
-        """The efficiencies of a pass at ``compute_dtype``: its override, else these."""
-        for dtype, e in self.by_dtype:
+        """The efficiencies of a pass at ``compute_dtype``: these, with that dtype's overrides
+        (its compute and memory fractions scaled by the preset's scales, as the profile's are)."""
+        for dtype, o in self.by_dtype:
             if dtype == compute_dtype:
-                return e
+                scale = {"compute": self.compute_scale, "memory": self.memory_scale}
+                return replace(self, by_dtype=(), **{f.name: getattr(o, f.name) * scale.get(f.name, 1.0)
+                                                     for f in fields(o) if getattr(o, f.name) is not None})
         return self
 
 
