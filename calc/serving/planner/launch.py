@@ -238,7 +238,8 @@ _TRT_FILE = {"tokens_per_block": ("kv_cache_config", "tokens_per_block"),
              "max_tokens_in_paged_kv_cache": ("kv_cache_config", "max_tokens"),
              "enable_chunked_prefill": (None, "enable_chunked_prefill"),
              "capacity_scheduler_policy": ("scheduler_config", "capacity_scheduler_policy"),
-             "cuda_graph_max_batch_size": ("cuda_graph_config", "max_batch_size")}
+             "cuda_graph_max_batch_size": ("cuda_graph_config", "max_batch_size"),
+             "disable_overlap_scheduler": (None, "disable_overlap_scheduler")}
 
 
 def _trtllm(rep, R, max_len, args, fields) -> Launch:

@@ -5,9 +5,9 @@ The scheduler, one iteration (step) at a time, as vLLM runs it:
 0. A request reaches the scheduler once the engine's API servers have taken it (Serving.api_servers:
    in turn, the preset's request overhead each, so in a burst it waits for those ahead of it;
    none: at once). The wait counts in its TTFT and e2e; the overhead itself is reported beside.
-   Under overlap scheduling (Serving.overlap_schedule: SGLang from 0.3.6, vLLM from 0.14) a request that reaches it
-   while requests run is admitted one step later: the step after the one it arrived in was queued
-   before it came.
+   Under overlap scheduling (Serving.overlap_schedule: SGLang from 0.3.6, vLLM from 0.14,
+   TensorRT-LLM's PyTorch backend from 0.20) a request that reaches it while requests run is
+   admitted one step later: the step after the one it arrived in was queued before it came.
 1. Running requests first, in admission order: a decoding request adds one token;
    one in prefill adds the next chunk of its prompt, up to the token budget left.
 2. A decoding request whose next position starts a new KV page takes a free page;

@@ -93,6 +93,10 @@ def test_sglang_and_trtllm_names():
     assert t.serving.preemption == "none" and opts["scheduler_config"] == {"capacity_scheduler_policy": "GUARANTEED_NO_EVICT"}
     assert opts["kv_cache_config"]["dtype"] == "fp8" and opts["kv_cache_config"]["tokens_per_block"] == t.serving.block_size
     assert "extra_llm_api_options.yaml <<'EOF'" in cmd.shell()
+    # the PyTorch backend overlaps by default (from 0.20.0); the file says which the plan ran
+    assert t.serving.overlap_schedule and opts["disable_overlap_scheduler"] is False
+    off = Replica(t.model, t.hw, 2, 64, t.dt, t.serving.model_copy(update={"overlap_schedule": False}))
+    assert launch(off, 1, 4096).options_file["disable_overlap_scheduler"] is True
 
 
 def test_value_tables_map_back_to_the_engines_value():

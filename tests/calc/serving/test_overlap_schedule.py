@@ -67,6 +67,18 @@ def test_vllm_schedules_asynchronously_from_0_14():
     assert resolve_serving(p, engine_args={"async_scheduling": False}).overlap_schedule is False
 
 
+def test_tensorrt_llm_overlaps_from_0_20():
+    """engines.yaml trtllm (trt_overlap): PR 4174 renamed the PyTorch backend's opt-in
+    enable_overlap_scheduler (0.18.2: default False) to disable_overlap_scheduler (default False),
+    first released in 0.20.0; the run's own argument sets it either way."""
+    p = load_preset("trtllm")
+    assert resolve_serving(p).overlap_schedule is True
+    assert resolve_serving(p, version="0.17.post1.dev (trtllm-serve --backend pytorch)").overlap_schedule is False
+    assert resolve_serving(p, version="0.19.0").overlap_schedule is False
+    assert resolve_serving(p, version="0.20.0").overlap_schedule is True
+    assert resolve_serving(p, version="1.0.0", engine_args={"disable_overlap_scheduler": True}).overlap_schedule is False
+
+
 def test_pipeline_stages_and_speculation_schedule_between_steps():
     """Both engines turn overlap scheduling off under pipeline parallelism (SGLang 0.5.7 server_args
     line 1916, vLLM 0.14 config/vllm.py), and SGLang with speculative decoding: the arrival of the first
