@@ -63,9 +63,12 @@ the engine (``gpu_memory_utilization`` for vLLM, ``mem_fraction_static`` for SGL
                             once k is done, with k + 1 already queued behind it, so it joins step k + 2,
                             one step later than on an engine that schedules between steps; an idle
                             engine takes a request at once (vLLM's async scheduling, on by default from
-                            0.14.0). Both engines turn it off under pipeline parallelism, so the simulator
-                            does; and with speculative decoding (SGLang; vLLM keeps it for EAGLE/MTP),
-                            which the simulator takes for both
+                            0.14.0; TensorRT-LLM's PyTorch backend from 0.20.0). Both engines turn it off
+                            under pipeline parallelism, so the simulator does, and with speculative
+                            decoding unless ``overlap_speculative`` keeps it
+    overlap_speculative     the speculation the overlap scheduler keeps: none (SGLang, and the simulator
+                            for an engine whose rule is not known), or heads (vLLM: EAGLE/MTP draft
+                            heads keep async scheduling; a draft model, n-gram or Medusa turn it off)
 
 Resolution (``resolve_serving``): these defaults < the preset's ``scheduler`` < its ``by_memory``
 rules for the GPU < its ``by_version`` rules for the engine's version (where one is known) < the
@@ -108,6 +111,7 @@ class Serving(SpecModel):
     dp_attention: bool = False
     api_servers: int | None = Field(default=None, ge=1, le=lim.MAX_BATCH)
     overlap_schedule: bool = False
+    overlap_speculative: Literal["none", "heads"] = "none"
 
     @property
     def policy(self) -> str:

@@ -99,9 +99,11 @@ class Scheduler(DecodeRuns):
         self.clock = 0.0
         # overlap scheduling (Serving.overlap_schedule): a step's composition is fixed when the step
         # before it starts, so the arrivals it admits are those that came before that start
-        # (both engines turn it off under pipeline parallelism, and SGLang with speculative decoding;
-        # vLLM keeps it for EAGLE/MTP drafts, which is not modelled: a speculative replica schedules between steps)
-        self.overlap = sv.overlap_schedule and rep.pp == 1 and rep.speculative is None
+        # (every engine turns it off under pipeline parallelism, and with speculative decoding but for
+        # the kinds Serving.overlap_speculative keeps: vLLM's EAGLE/MTP heads)
+        spec = rep.speculative
+        self.overlap = sv.overlap_schedule and rep.pp == 1 and (
+            spec is None or (sv.overlap_speculative == "heads" and spec.heads is not None))
         self.step_start = 0.0  # when the step just done began
         self.completed = 0
         self.out_tokens = 0

@@ -67,6 +67,35 @@ def test_vllm_schedules_asynchronously_from_0_14():
     assert resolve_serving(p, engine_args={"async_scheduling": False}).overlap_schedule is False
 
 
+def test_vllm_keeps_async_scheduling_for_draft_heads_not_for_a_draft_model():
+    """vllm_async_spec: EAGLE/MTP heads keep async scheduling (overlap_speculative: heads), a draft
+    model turns it off, and SGLang (none) turns it off for both. With it kept, the arrival in the
+    first test waits for a step more than without; without it, the same as scheduling between steps."""
+    from dataclasses import replace
+
+    from calc.cost.speculative import DraftHeads, SpecConfig
+
+    T, G = np.array([16, 16]), np.array([400, 8])
+    gaps = np.array([0.0, 0.1])
+    heads = SpecConfig(k=3, acceptance=0.7, heads=DraftHeads(layers=1))
+    draft = SpecConfig(k=3, acceptance=0.7, draft=load_model("llama-3.2-1b"))
+    assert resolve_serving(load_preset("vllm")).overlap_speculative == "heads"
+    assert resolve_serving(load_preset("sglang")).overlap_speculative == "none"
+
+    def ttft(spec, overlap, keeps):
+        rep = replace(_replica(overlap), speculative=spec)
+        rep = replace(rep, serving=rep.serving.model_copy(update={"overlap_speculative": keeps}))
+        return simulate(rep, T, G, rate_per_s=1.0, gaps=gaps).ttft_s
+
+    lag = ttft(heads, True, "heads")[1] - ttft(heads, False, "heads")[1]
+    spec_rep = replace(_replica(False), speculative=heads)
+    step = spec_rep.timer.decode_s  # one speculative step (k draft passes and the verification)
+    # one step later: a step of request 0 alone, its context between the prompt and the prompt + output
+    assert step(np.array([16])) * 0.999 <= lag <= step(np.array([416])) * 1.001
+    assert ttft(heads, True, "none") == pytest.approx(ttft(heads, False, "none"))
+    assert ttft(draft, True, "heads") == pytest.approx(ttft(draft, False, "heads"))
+
+
 def test_tensorrt_llm_overlaps_from_0_20():
     """engines.yaml trtllm (trt_overlap): PR 4174 renamed the PyTorch backend's opt-in
     enable_overlap_scheduler (0.18.2: default False) to disable_overlap_scheduler (default False),
