@@ -68,7 +68,8 @@ the engine (``gpu_memory_utilization`` for vLLM, ``mem_fraction_static`` for SGL
                             decoding unless ``overlap_speculative`` keeps it
     overlap_speculative     the speculation the overlap scheduler keeps: none (SGLang, and the simulator
                             for an engine whose rule is not known), or heads (vLLM: EAGLE/MTP draft
-                            heads keep async scheduling; a draft model, n-gram or Medusa turn it off)
+                            heads keep async scheduling, a draft model, n-gram or Medusa turn it off;
+                            TensorRT-LLM: MTP and one-engine EAGLE-3 keep it, a draft engine does not)
 
 Resolution (``resolve_serving``): these defaults < the preset's ``scheduler`` < its ``by_memory``
 rules for the GPU < its ``by_version`` rules for the engine's version (where one is known) < the

@@ -100,7 +100,7 @@ class Scheduler(DecodeRuns):
         # overlap scheduling (Serving.overlap_schedule): a step's composition is fixed when the step
         # before it starts, so the arrivals it admits are those that came before that start
         # (every engine turns it off under pipeline parallelism, and with speculative decoding but for
-        # the kinds Serving.overlap_speculative keeps: vLLM's EAGLE/MTP heads)
+        # the kinds Serving.overlap_speculative keeps: vLLM's and TensorRT-LLM's EAGLE/MTP heads)
         spec = rep.speculative
         self.overlap = sv.overlap_schedule and rep.pp == 1 and (
             spec is None or (sv.overlap_speculative == "heads" and spec.heads is not None))

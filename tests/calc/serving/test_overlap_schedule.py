@@ -81,6 +81,7 @@ def test_vllm_keeps_async_scheduling_for_draft_heads_not_for_a_draft_model():
     draft = SpecConfig(k=3, acceptance=0.7, draft=load_model("llama-3.2-1b"))
     assert resolve_serving(load_preset("vllm")).overlap_speculative == "heads"
     assert resolve_serving(load_preset("sglang")).overlap_speculative == "none"
+    assert resolve_serving(load_preset("trtllm")).overlap_speculative == "heads"  # trt_matrix: MTP, one-engine EAGLE-3
 
     def ttft(spec, overlap, keeps):
         rep = replace(_replica(overlap), speculative=spec)
