@@ -138,9 +138,10 @@ class Efficiency:
         its attention share, small-GEMM and small-transfer halves and overheads replace the
         profile's; its scales multiply the profile's large-GEMM and streaming fractions; its
         kernel set gives the kernels per operator. A profile's per-dtype fractions stay, scaled
-        alike; its per-dtype attention share, halves and overheads give way to the preset's. Over measured kernel curves (whose fixed
-        times already hold each kernel's own cost), the per-kernel overhead is the preset's
-        ``launch_us`` (what launching adds beyond a measured kernel), when it states one."""
+        alike; its per-dtype attention share, halves and overheads give way to the preset's.
+        Over measured kernel curves (whose fixed times already hold each kernel's own cost), the
+        per-kernel overhead is the preset's ``launch_us`` (what launching adds beyond a measured
+        kernel), when it states one."""
         if preset.ideal:
             return type(self)(engine=preset.name)
         curves = self.curves if preset.kernel_curves else None
