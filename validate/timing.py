@@ -208,11 +208,16 @@ def time_call(fn: Callable[[], object], sync: Callable[[], None], budget_s: floa
     return Timing(tuple(samples), inner, dropped, busy_cores(before, _cpu_busy_s(), sampling) or 0.0, sampling)
 
 
-def prefill_fn(model, batch: int, prompt_len: int, vocab: int, device: str):
+def _random_tokens(batch: int, width: int, vocab: int, device: str, key: int):
+    """A [batch, width] block of random token ids, the same for the same (batch, key)."""
     import torch
 
-    gen = torch.Generator(device="cpu").manual_seed(batch * 7919 + prompt_len)
-    tokens = torch.randint(0, vocab, (batch, prompt_len), generator=gen).to(device)
+    gen = torch.Generator(device="cpu").manual_seed(batch * 7919 + key)
+    return torch.randint(0, vocab, (batch, width), generator=gen).to(device)
+
+
+def prefill_fn(model, batch: int, prompt_len: int, vocab: int, device: str):
+    tokens = _random_tokens(batch, prompt_len, vocab, device, prompt_len)
     return lambda: model.prefill(tokens).float().argmax(-1)
 
 
@@ -220,11 +225,8 @@ def decode_fn(model, batch: int, context: int, vocab: int, device: str):
     """One decode step of ``batch`` sequences, each its own random token: a batch is of different
     requests, and an MoE layer routes identical rows to the same k experts (batch 4 of
     qwen3-30b-a3b read 8 experts per layer where four requests read 29 on average)."""
-    import torch
-
     model.cache.prime()
-    gen = torch.Generator(device="cpu").manual_seed(batch * 7919 + context)
-    token = torch.randint(0, vocab, (batch, 1), generator=gen).to(device)
+    token = _random_tokens(batch, 1, vocab, device, context)
     return lambda: model.decode_step(token, context).float().argmax(-1)
 
 
