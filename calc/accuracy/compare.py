@@ -190,7 +190,7 @@ def _spaced(n: int) -> tuple[np.ndarray, float]:
     return np.linspace(0, n - 1, MAX_PASSES), n / MAX_PASSES
 
 
-def _replica(sc: Scenario, preset: EngineSpec, max_batch: int | None, requests: int = 1):
+def replica(sc: Scenario, preset: EngineSpec, max_batch: int | None, requests: int = 1):
     """One engine replica under the scenario's scheduler; ``max_batch`` None: the scheduler's
     running cap, or (KV-bound engines) as many as the KV pages hold, at most ``requests``."""
     from calc.serving.replica.capacity import Replica
@@ -265,7 +265,7 @@ def _serving(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
     cap = None
     if run.load == "concurrency":
         cap = min(run.concurrency, sc.max_num_seqs) if sc.max_num_seqs else run.concurrency
-    rep = _replica(sc, preset, cap, T.size)
+    rep = replica(sc, preset, cap, T.size)
     cap = rep.max_batch
     if not rep.kv.fits:
         return {}

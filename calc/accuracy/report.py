@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calc.accuracy import underload
+from calc.accuracy import kvlogs, underload
 from calc.accuracy.band_report import done_when as band_done_when
 from calc.accuracy.band_report import make_bands, write_bands_file
 from calc.accuracy.band_report import section as band_section
@@ -233,6 +233,8 @@ quantised matmuls, and the rest (16-bit and fp8).
 {chr(10).join(f"- `{rid}`: {why}" for rid, why in r.skipped) or "- none"}
 
 {underload.section(lr, rows_in_file(UNDER_LOAD), fit, shipped)}
+
+{kvlogs.section()}
 
 ## Every row
 

@@ -50,6 +50,7 @@ def hardware_summary(hw: HardwareSpec) -> dict:
         "vendor": hw.vendor,
         "memory_gb": hw.memory_gb,
         "memory_reported_mib": hw.memory_reported_mib,
+        "memory_cuda_mib": hw.memory_cuda_mib,
         "memory_bandwidth_tb_s": hw.memory_bandwidth_tb_s,
         "peak_tflops": dict(hw.peak_tflops),
         # the rates the GEMM classes are priced at: the profile's figure, else what stands in for it

@@ -150,10 +150,13 @@ class HardwareSpec(_Spec):
     vendor: str = ""
     sources: dict[str, str] = Field(default_factory=dict)
     memory_gb: float = Field(gt=0, le=lim.MAX_MEMORY_GB)
-    # What the device reports to CUDA/ROCm as its total memory (nvidia-smi memory.total, in MiB =
-    # 2**20 bytes): engines size the KV cache from it. None: no public report found; the data
-    # sheet's memory_gb (1e9 bytes) stands in.
+    # What the device reports as its total memory (nvidia-smi memory.total, in MiB = 2**20 bytes).
+    # None: no public report found; the data sheet's memory_gb (1e9 bytes) stands in.
     memory_reported_mib: float | None = Field(default=None, gt=0, le=lim.MAX_MEMORY_GB * GB / MiB)
+    # What CUDA/ROCm give a process as the total (cudaMemGetInfo, torch.cuda.mem_get_info, in MiB):
+    # less than nvidia-smi's by what the driver keeps. Engines size the KV cache from it. None: no
+    # public report found; memory_reported_mib stands in.
+    memory_cuda_mib: float | None = Field(default=None, gt=0, le=lim.MAX_MEMORY_GB * GB / MiB)
     memory_bandwidth_tb_s: float = Field(gt=0, le=lim.MAX_BANDWIDTH_TB_S)
     peak_tflops: dict[str, float]
     # Dense FP16 tensor rate with FP16 accumulate, where it beats peak_tflops' fp16 (FP32
@@ -242,6 +245,12 @@ class HardwareSpec(_Spec):
         if self.memory_reported_mib is not None:
             return self.memory_reported_mib * MiB
         return self.memory_gb * GB
+
+    @property
+    def cuda_memory_bytes(self) -> float:
+        """The total a process is given (memory_cuda_mib x 2**20), what engines size the KV cache
+        from; else memory_bytes."""
+        return self.memory_cuda_mib * MiB if self.memory_cuda_mib is not None else self.memory_bytes
 
     @property
     def reported_memory_gb(self) -> float:

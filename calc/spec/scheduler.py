@@ -43,6 +43,14 @@ the engine (``gpu_memory_utilization`` for vLLM, ``mem_fraction_static`` for SGL
                             None: a pass's all): a pass of more runs its routed experts in chunks, so
                             their live activations, in the profiling pass that sizes the KV cache too,
                             are a chunk's
+    sampler_bytes_per_logit the KV budget's workspace is at least the profiling run's dummy sampler:
+                            this many bytes per logit over min(max_num_seqs, max_batched_tokens)
+                            requests x the vocabulary (vLLM samples max_num_seqs dummy requests after
+                            its profiling pass, with top-k and top-p: fp32 logits, their sorted copy
+                            and int64 indices, probabilities); 0: the profile has no sampler run
+    non_torch_gib           per GPU, memory outside torch the profile counts against the KV budget
+                            (cuBLAS and CUDA state allocated during the profiling run), at TP 1
+    non_torch_tp_gib        the same at TP > 1, where NCCL's and the custom all-reduce's buffers add
     dp_attention            attention data-parallel over the TP ranks (SGLang --enable-dp-attention,
                             dp_size = tp_size): each rank holds the whole attention, embedding and
                             lm_head weights and the KV of its own requests (dispatched round-robin),
@@ -109,6 +117,9 @@ class Serving(SpecModel):
     weight_only_kernel: str | None = Field(default=None, min_length=1, max_length=80)
     kernel_set: str | None = Field(default=None, min_length=1, max_length=80)
     moe_chunk_tokens: int | None = Field(default=None, ge=1, le=lim.MAX_TOKENS)
+    sampler_bytes_per_logit: float = Field(default=0.0, ge=0, le=1024)
+    non_torch_gib: float = Field(default=0.0, ge=0, le=1024)
+    non_torch_tp_gib: float = Field(default=0.0, ge=0, le=1024)
     dp_attention: bool = False
     api_servers: int | None = Field(default=None, ge=1, le=lim.MAX_BATCH)
     overlap_schedule: bool = False

@@ -52,7 +52,8 @@ def _candidates(wl, dt, T, G, prefix):
         for tp in sorted(set(dg.prefill.tp or spec.tp)):
             if tp > spec.max_gpus or validate_split(model, hw, tp):
                 continue
-            rep = Replica(model, hw, tp, max(dg.prefill.max_batch or spec.max_batch), dt, serving_p(hw))
+            mb = max(dg.prefill.max_batch or spec.max_batch)
+            rep = Replica(model, hw, tp, mb, dt, serving_p(hw).model_copy(update={"max_num_seqs": mb}))
             if not rep.kv.admits(int(T.max()), rep.serving.watermark):
                 continue
             prefills.append(_Pool(rep, wl.price_per_gpu_hour(hw), steady_state(rep, T, ones, prefix=prefix)
@@ -63,14 +64,15 @@ def _candidates(wl, dt, T, G, prefix):
         for tp in sorted(set(dg.decode.tp or spec.tp)):
             if tp > spec.max_gpus or validate_split(model, hw, tp):
                 continue
-            base = Replica(model, hw, tp, max(dg.decode.max_batch or spec.max_batch), dt, wl.serving_for(hw))
+            top = max(dg.decode.max_batch or spec.max_batch)
+            base = Replica(model, hw, tp, top, dt, wl.serving_for(hw).model_copy(update={"max_num_seqs": top}))
             if not base.kv.admits(longest, base.serving.watermark):  # the watermark's pages kept free
                 room = max(base.kv.admissible_pages(base.serving.watermark), 0) * base.kv.block_size
                 kv_short.append(f"{hw.name} TP{tp} ({room:,} positions past the watermark)")
                 continue
             held = CachedPrefix(T - 1, 0, base.kv.block_size)
             for mb in sorted(set(dg.decode.max_batch or spec.max_batch)):
-                rep = base.with_max_batch(mb)
+                rep = base.with_max_batch(mb, launched=True)
                 decodes.append(_Pool(rep, wl.price_per_gpu_hour(hw),
                                      steady_state(rep, T, Gd, prefix=held, api=False).requests_per_s))
     if kv_short and not decodes:

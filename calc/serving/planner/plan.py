@@ -97,7 +97,9 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
                     serving0.model_copy(update={"max_batched_tokens": chunk})
                 note = tag + (f", chunk {chunk:,}" if len(chunks) > 1 else "") + (", speculative" if sp else "")
                 opt = Option(hw, tp, None, price, pp, ep, nodes, note=note)
-                base = Replica(model, hw, tp, max(batches), dt, serving, speculative=sp, pp=pp, ep=ep, nodes=nodes)
+                # launched with the largest max batch tried as its max_num_seqs (the KV budget's least)
+                launch = serving.model_copy(update={"max_num_seqs": max(batches)})
+                base = Replica(model, hw, tp, max(batches), dt, launch, speculative=sp, pp=pp, ep=ep, nodes=nodes)
                 kv = base.kv
                 if not kv.fits:
                     opt.reason = f"does not fit: {kv.no_room(hw.memory_gb)}"
@@ -117,7 +119,7 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
                     continue
                 r_max = spec.max_gpus // gpus
                 for mb in sorted(set(batches)):
-                    rep = base.with_max_batch(mb)
+                    rep = base.with_max_batch(mb, launched=True)
                     o = Option(hw, tp, mb, price, pp, ep, nodes, note=note)
                     sat = steady_state(rep, T, G, prefix=prefix)
                     if spec.arrival.rate_per_s is not None:

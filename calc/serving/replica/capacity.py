@@ -128,11 +128,18 @@ class Replica:
     def label(self) -> str:
         return f"{self.hw.name} {self.split} mb{self.max_batch}" + (" spec" if self.speculative else "")
 
-    def with_max_batch(self, max_batch: int) -> Replica:
-        """The same replica with another max batch, sharing the KV budget and step model
-        (neither depends on it)."""
-        other = replace(self, max_batch=max_batch)
-        for key in ("eff", "kv", "steps", "draft", "timer", "kernels_per_step", "eager_step_s"):
+    def with_max_batch(self, max_batch: int, launched: bool = False) -> Replica:
+        """The same replica with another max batch, sharing the step model (it does not depend on
+        it). ``launched``: the engine is launched with it as its max_num_seqs (a plan's trial), which
+        the KV budget's dummy sampler runs over (Serving.sampler_bytes_per_logit); else the running
+        cap alone changes (a benchmark's clients under the engine's own max_num_seqs) and the KV
+        budget is shared too."""
+        serving = self.serving.model_copy(update={"max_num_seqs": max_batch}) if launched else self.serving
+        other = replace(self, max_batch=max_batch, serving=serving)
+        keep = ["eff", "steps", "draft", "timer", "kernels_per_step", "eager_step_s"]
+        if not launched or not serving.sampler_bytes_per_logit:
+            keep.append("kv")
+        for key in keep:
             if key in self.__dict__:
                 other.__dict__[key] = self.__dict__[key]  # functools.cached_property's slot
         return other

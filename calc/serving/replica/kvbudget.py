@@ -8,9 +8,12 @@
 
 with share = the scheduler's gpu_memory_utilization and its kv_share_of (calc.spec.scheduler).
 
-The workspace is the activation peak of one step at the token budget (a prefill
-chunk of max_batched_tokens in one pass, as the engine's profiling run measures it,
-calc.cost.memory.activation_peak_bytes). Pages hold every
+The workspace is what the engine's profiling run measures: the activation peak of one step at
+the token budget (a prefill chunk of max_batched_tokens in one pass,
+calc.cost.memory.activation_peak_bytes), or its dummy sampler's over min(max_num_seqs,
+max_batched_tokens) requests x the vocabulary x the scheduler's sampler_bytes_per_logit, whichever
+is larger (the pass's activations are freed before the sampler runs), plus the memory outside
+torch it counts (non_torch_gib, at TP > 1 non_torch_tp_gib). Pages hold every
 position of every layer (sliding-window layers are not reclaimed). A PP replica runs PP
 engines (one micro-batch each in flight, as vLLM's virtual engines), each with 1/PP of the pages.
 Under data-parallel attention (Serving.dp_attention) every TP rank holds the whole attention,
@@ -26,7 +29,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from calc.core import text
-from calc.core.units import DTYPE_BYTES
+from calc.core.units import DTYPE_BYTES, GiB
 from calc.cost.dtypes import Dtypes
 from calc.cost.memory import activation_peak_bytes, kv_share_per_gpu
 from calc.cost.opcost import Pass
@@ -141,10 +144,14 @@ def kv_budget(model: ModelSpec, hw: HardwareSpec, dt: Dtypes, par: Parallel, ser
     n = float(serving.max_batched_tokens)
     ops = pass_ops(model, Pass(np.float64(1.0), np.float64(n), np.float64(0.0), "prefill"), dt, attention, par)
     # the engine profiles its whole budget in one pass (its fused MoE in chunks where it chunks)
-    workspace = float(activation_peak_bytes(model, 1.0, n, ops, dt, chunk=None, moe_chunk=serving.moe_chunk_tokens))
+    forward = float(activation_peak_bytes(model, 1.0, n, ops, dt, chunk=None, moe_chunk=serving.moe_chunk_tokens))
+    seqs = min(serving.max_num_seqs or serving.max_batched_tokens, serving.max_batched_tokens)
+    sampler = serving.sampler_bytes_per_logit * seqs * model.vocab_size
+    outside = (serving.non_torch_tp_gib if par.tp > 1 else serving.non_torch_gib) * GiB
+    workspace = max(forward, sampler) + outside
     per_token = model.kv_bytes_per_token(dt.kv) * kv_share_per_gpu(model, replace(par, tp=1) if dp else par)
     if draft is not None:
         weights += draft.weight_bytes
         per_token += draft.kv_bytes_per_token()
-    return KVBudget(hw.memory_bytes, serving.gpu_memory_utilization, weights, workspace, per_token,
+    return KVBudget(hw.cuda_memory_bytes, serving.gpu_memory_utilization, weights, workspace, per_token,
                     serving.block_size, par.pp, serving.kv_share_of, serving.kv_tokens, par.tp if dp else 1)

@@ -97,15 +97,15 @@ def test_expert_parallelism_reaches_the_replica_and_a_bad_split_is_refused():
     """Mixtral-8x7B served TP2 with its 8 experts over both GPUs (EP2): each GPU holds 4 whole
     experts (expert TP = TP / EP = 1), as many weight bytes as half of each of the 8 under TP2;
     EP3 does not divide TP2, and the refusal names ep."""
-    from calc.accuracy.compare import _replica, load_preset
+    from calc.accuracy.compare import load_preset, replica
 
     run = read_results(BENCH / "vllm-serve-concurrency16.json")[0]
     base = dict(model="mixtral-8x7b", hardware="h100-sxm", tp=2)
     sc = resolve(run, Conditions(**base, ep=2))
     assert (sc.ep, sc.origin["ep"]) == (2, "option")
-    rep = _replica(sc, load_preset("vllm"), 16)
+    rep = replica(sc, load_preset("vllm"), 16)
     assert (rep.par.ep, rep.par.expert_tp, rep.par.pp) == (2, 1, 1)
-    flat = _replica(resolve(run, Conditions(**base)), load_preset("vllm"), 16)
+    flat = replica(resolve(run, Conditions(**base)), load_preset("vllm"), 16)
     assert flat.par.ep == 1 and rep.kv.weights_bytes == flat.kv.weights_bytes
     with pytest.raises(SpecError, match="ep"):
         resolve(run, Conditions(**base, ep=3))

@@ -350,7 +350,7 @@ def test_an_unstated_kv_dtype_is_the_checkpoints():
     r = _load("d", "P", conc=16, n=100)
     sc = scenario([LoadRow(**{**r.__dict__, "model": "deepseek-v3", "hardware": "h200", "weight_dtype": "fp8",
                               "kv_dtype": kv_dtype_of("fp8", "", "deepseek-v3"), "gpus": 8, "tp": 8})], "vllm")
-    from calc.accuracy.compare import _replica
+    from calc.accuracy.compare import replica
 
     # MLA's latent (kv_lora_rank 512 + rope 64) of 61 layers at bf16, replicated on each TP rank
-    assert _replica(sc, engines()["vllm"], 16).kv.kv_bytes_per_token == 61 * (512 + 64) * 2
+    assert replica(sc, engines()["vllm"], 16).kv.kv_bytes_per_token == 61 * (512 + 64) * 2

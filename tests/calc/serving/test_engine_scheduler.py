@@ -144,8 +144,8 @@ def test_running_cap_and_reservation():
     kv = probe.kv
     page = 16 * MODEL.kv_bytes_per_token(DT.kv)
     # a share that leaves about 300 pages: (share x capacity - weights - workspace) / page, the H100's
-    # capacity as CUDA reports it (81,559 MiB = 85,520,809,984 B)
-    share = (kv.weights_bytes + kv.workspace_bytes + 300.5 * page) / (81_559 * 2**20)
+    # capacity as CUDA gives it a process (81,090 MiB = 85,029,027,840 B)
+    share = (kv.weights_bytes + kv.workspace_bytes + 300.5 * page) / (81_090 * 2**20)
     T, G = np.full(40, 512), np.full(40, 513)  # 1024 positions at the end: 64 pages each
     res = simulate(_rep(Serving(gpu_memory_utilization=share, preemption="none"), mb=64), T, G, burst=True)
     pages = 300
@@ -158,19 +158,19 @@ def test_running_cap_and_reservation():
 
 
 def test_kv_share_formulas():
-    """Llama-3.1-8B bf16 on an 80 GB H100 (81,559 MiB = C = 85,520,809,984 B as CUDA reports it),
+    """Llama-3.1-8B bf16 on an 80 GB H100 (81,090 MiB = C = 85,029,027,840 B as CUDA gives it a process),
     budget 2048 tokens: weights 16,060,522,496 B, workspace 192,937,984 B (tests/calc/serving/test_plan.py),
     page 16 x 131072 B. At a share of 0.5:
     total  floor((0.5 C - 16,060,522,496 - 192,937,984) / 2,097,152)
     static floor((0.5 C - 16,060,522,496) / 2,097,152)
     free   floor((C - 16,060,522,496 - 192,937,984) x 0.5 / 2,097,152)"""
-    w, ws, page, C = 16_060_522_496, 192_937_984, 16 * 131072, 81_559 * 2**20
+    w, ws, page, C = 16_060_522_496, 192_937_984, 16 * 131072, 81_090 * 2**20
     hw = load_hardware("h100-sxm")
     got = {of: kv_budget(MODEL, hw, DT, Replica(MODEL, hw, 1, 1, DT, Serving()).par,
                          Serving(gpu_memory_utilization=0.5, kv_share_of=of)).pages for of in ("total", "static", "free")}
-    assert got["total"] == (0.5 * C - w - ws) // page == 12_639
-    assert got["static"] == (0.5 * C - w) // page == 12_731
-    assert got["free"] == (C - w - ws) * 0.5 // page == 16_514
+    assert got["total"] == (0.5 * C - w - ws) // page == 12_522
+    assert got["static"] == (0.5 * C - w) // page == 12_614
+    assert got["free"] == (C - w - ws) * 0.5 // page == 16_397
     # and a share of 0.9 against 0.45: the pages of the "free" formula halve exactly (to a page)
     half = kv_budget(MODEL, hw, DT, Replica(MODEL, hw, 1, 1, DT, Serving()).par,
                      Serving(gpu_memory_utilization=0.45, kv_share_of="free")).pages
@@ -182,15 +182,15 @@ def test_kv_share_formulas():
 def test_a_kv_token_cap_keeps_the_smaller_cache():
     """kv_tokens (SGLang --max-total-tokens, TensorRT-LLM kv_cache_config max_tokens): the engine keeps
     the smaller of the cap and what the share leaves. The share of 0.5 of total memory above leaves
-    12,639 pages of 16 tokens; a cap of 100,000 tokens is floor(100,000 / 16) = 6,250 pages; a cap of
-    10^9 tokens leaves the share's 12,639. SGLang's own name reaches the field."""
+    12,522 pages of 16 tokens; a cap of 100,000 tokens is floor(100,000 / 16) = 6,250 pages; a cap of
+    10^9 tokens leaves the share's 12,522. SGLang's own name reaches the field."""
     hw = load_hardware("h100-sxm")
     par = Replica(MODEL, hw, 1, 1, DT, Serving()).par
 
     def pages(cap):
         return kv_budget(MODEL, hw, DT, par, Serving(gpu_memory_utilization=0.5, kv_tokens=cap)).pages
 
-    assert (pages(None), pages(100_000), pages(10**9)) == (12_639, 100_000 // 16, 12_639)
+    assert (pages(None), pages(100_000), pages(10**9)) == (12_522, 100_000 // 16, 12_522)
     from calc.spec.engine import engines
     from calc.spec.scheduler import resolve_serving
 
@@ -237,8 +237,11 @@ engine: vllm
 
 def test_plan_runs_the_engine_args_and_exposes_them(tmp_path):
     """engine_args {gpu_memory_utilization: 0.5, max_num_batched_tokens: 2048}: the pages follow
-    vLLM's total-memory formula, floor((0.5 x C - weights - workspace at 2048) / page) = 12,639
-    (test_kv_share_formulas), and the plan states the scheduler in vLLM's names."""
+    vLLM's total-memory formula (test_kv_share_formulas), floor((0.5 x C - weights - workspace) /
+    page), the workspace now what vLLM 0.19's profile counts for a launch with max_num_seqs = the
+    chosen max batch mb: the larger of the pass at 2048 tokens (192,937,984 B) and the dummy
+    sampler's 15.8 B x mb x 128,256 logits, plus 0.25 GiB outside torch (at mb 64: 12,394 pages);
+    and the plan states the scheduler in vLLM's names."""
     from calc.serving.planner.plan import plan
     from calc.spec.workload import load_workload
 
@@ -247,7 +250,11 @@ def test_plan_runs_the_engine_args_and_exposes_them(tmp_path):
                         "engine_args: {gpu_memory_utilization: 0.5, max_num_batched_tokens: 2048}\n")
     res = plan(load_workload(p))
     t = res.chosen
-    assert t is not None and t.replica.kv.pages == 12_639
+    assert t is not None
+    w, page, C, mb = 16_060_522_496, 16 * 131072, 81_090 * 2**20, t.replica.max_batch
+    workspace = max(192_937_984, 15.8 * mb * 128_256) + 0.25 * 2**30
+    assert t.replica.kv.pages == (0.5 * C - w - workspace) // page
+    assert mb != 64 or t.replica.kv.pages == 12_394
     assert res.scheduler.gpu_memory_utilization == 0.5 and res.scheduler.max_batched_tokens == 2048
     args = res.engine_args
     assert args["gpu_memory_utilization"] == 0.5 and args["max_num_batched_tokens"] == 2048
