@@ -173,9 +173,9 @@ tokens           median |error| {100 * now['token_median']:.1f}%, max {100 * now
 ```
 
 The total a process sees on an H100 80GB, 79.19 GiB, is the profile's `memory_cuda_mib`. At PP > 1
-the serving simulator splits the pool between PP micro-batch engines, as vLLM's V0 virtual engines
-did; V1 schedules every micro-batch from one pool (not modelled: a PP replica's running requests
-are bounded by half the pages they could hold under V1, at PP 2).
+the logged pool is the one predicted (the PP rows above), but the serving simulator runs PP
+micro-batch engines, each with 1/PP of the pool and of the arrivals, as vLLM's V0 virtual engines
+did; V1 schedules every micro-batch from one pool, so one request may hold all of it (not modelled).
 
 ```
 {table}
