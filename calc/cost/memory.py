@@ -75,12 +75,13 @@ def kv_share_per_gpu(model: ModelSpec, par: Parallel) -> float:
 def request_memory(model: ModelSpec, hw: HardwareSpec, batch, prompt_len, output_len, dt: Dtypes,
                    prefill_ops: list[OpCost], par: Parallel = SINGLE) -> MemoryEstimate:
     """Per GPU: weights at the weight dtype (sharded), KV for T + G - 1 positions per
-    sequence (sliding layers capped at W; sharded), activations at the prefill peak."""
+    sequence (sliding layers capped at W; sharded), activations at the prefill peak, against the
+    memory CUDA gives a process (HardwareSpec.cuda_memory_bytes, what the KV budget sizes from too)."""
     positions = np.asarray(prompt_len, float) + np.asarray(output_len, float) - 1
     weights = sharded_weight_bytes(model, dt.weight_bytes_per_param(), DTYPE_BYTES[dt.unquantized(model)], par)
     return MemoryEstimate(
         weights_bytes=np.float64(weights),
         kv_cache_bytes=model.kv_cache_bytes(positions, batch, dt.kv) * kv_share_per_gpu(model, par),
         activation_bytes=activation_peak_bytes(model, batch, prompt_len, prefill_ops, dt),
-        capacity_bytes=hw.memory_bytes,
+        capacity_bytes=hw.cuda_memory_bytes,
     )

@@ -71,7 +71,8 @@ def test_kv_held_at_the_end_is_t_plus_g_minus_1(h100):
 
 
 def test_memory_fit_and_shortfall(llama8b):
-    small = load_hardware("h100-sxm").model_copy(update={"memory_gb": 10.0, "memory_reported_mib": None})
+    small = load_hardware("h100-sxm").model_copy(update={"memory_gb": 10.0, "memory_reported_mib": None,
+                                                     "memory_cuda_mib": None})
     est = estimate(llama8b, small, 1, 512, 128)
     assert not est.memory.fits
     assert est.memory.shortfall_bytes == pytest.approx(est.memory.total_bytes - 10e9)

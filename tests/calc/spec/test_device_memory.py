@@ -52,3 +52,15 @@ def test_a_non_positive_report_is_refused():
     assert HardwareSpec(**base).memory_bytes == 80e9
     with pytest.raises(ValidationError):
         HardwareSpec(**base, memory_reported_mib=0)
+
+
+def test_a_request_fits_in_what_cuda_gives_a_process():
+    """estimate's memory block checks against the total a CUDA process is given (the H100's 81,090
+    MiB that vLLM logs as total_memory 79.19 GiB), as the KV budget does; not nvidia-smi's 81,559."""
+    from calc import load_model
+    from calc.cost.latency import estimate
+
+    est = estimate(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), batch=1, prompt_len=128, output_len=16)
+    assert est.memory.capacity_bytes == 81_090 * 1_048_576
+    a100 = estimate(load_model("llama-3.1-8b"), load_hardware("a100-80gb-sxm"), batch=1, prompt_len=128, output_len=16)
+    assert a100.memory.capacity_bytes == 80 * 1_073_741_824  # no CUDA total cited: the reported memory
