@@ -78,6 +78,13 @@ the engine (``gpu_memory_utilization`` for vLLM, ``mem_fraction_static`` for SGL
                             for an engine whose rule is not known), or heads (vLLM: EAGLE/MTP draft
                             heads keep async scheduling, a draft model, n-gram or Medusa turn it off;
                             TensorRT-LLM: MTP and one-engine EAGLE-3 keep it, a draft engine does not)
+    pp_seqs                 under pipeline parallelism, how max_num_seqs meets the PP micro-batches in
+                            flight (the simulator runs one engine per micro-batch, each with 1/PP of the
+                            load and of the KV pages): split, the cap is the replica's, each micro-batch
+                            holds max_num_seqs / PP (vLLM's V1 engine: one scheduler for every batch in
+                            its queue; SGLang: pp_max_micro_batch_size = max_running_requests / pp_size);
+                            each, every micro-batch holds max_num_seqs (vLLM V0's virtual engines, one
+                            scheduler each; TensorRT-LLM's max_batch_size per micro-batch)
 
 Resolution (``resolve_serving``): these defaults < the preset's ``scheduler`` < its ``by_memory``
 rules for the GPU < its ``by_version`` rules for the engine's version (where one is known) < the
@@ -124,6 +131,7 @@ class Serving(SpecModel):
     api_servers: int | None = Field(default=None, ge=1, le=lim.MAX_BATCH)
     overlap_schedule: bool = False
     overlap_speculative: Literal["none", "heads"] = "none"
+    pp_seqs: Literal["split", "each"] = "each"
 
     @property
     def policy(self) -> str:

@@ -67,13 +67,13 @@ class Search:
         for t in opt.trials:
             if t.replicas == R:
                 return t
-        budget = max(rep.serving.max_batched_tokens, rep.max_batch)
+        budget = max(rep.serving.max_batched_tokens, rep.engine_max_batch)
         for t in self.done.get(_key(rep, R), []):
             # a run whose batch never reached its cap is the same run under any larger cap
-            same_budget = max(t.replica.serving.max_batched_tokens, t.replica.max_batch) == budget
+            same_budget = max(t.replica.serving.max_batched_tokens, t.replica.engine_max_batch) == budget
             # (of a stopped run, the part run: the same part under the larger cap, so it misses there
             # too; its whole run, when read, is t's if that never reached the cap either)
-            cap = min(rep.max_batch, t.replica.max_batch)
+            cap = min(rep.engine_max_batch, t.replica.engine_max_batch)
             if same_budget and t.same_as is None and t.run.timeline["running"].max() < cap:
                 trial = Trial(rep, R, opt.price_per_gpu_hour, t.run, sat, t.closed_form, self.targets,
                               note=opt.note, same_as=t.replica.max_batch,

@@ -231,7 +231,7 @@ class Trial(Priced):
         s = self.sim
         if s.preemptions.sum() > 0 or s.kv_used_mean > 0.9:
             return "KV cache"
-        if s.running_mean >= 0.9 * self.replica.max_batch:
+        if s.running_mean >= 0.9 * self.replica.engine_max_batch:
             return "max batch"
         bt = s.bound_time_s
         top = max(bt, key=bt.get)

@@ -68,6 +68,16 @@ class Replica:
         return self.tp * self.pp
 
     @property
+    def engine_max_batch(self) -> int:
+        """Running sequences one engine the simulator runs holds: the max batch, or under pipeline
+        parallelism, where each of the PP micro-batches in flight is an engine of its own (1/PP of
+        the load and of the KV pages), its share of it where the engine splits max_num_seqs between
+        them (Serving.pp_seqs split: max_batch // PP, at least 1)."""
+        if self.pp == 1 or self.serving.pp_seqs == "each":
+            return self.max_batch
+        return max(self.max_batch // self.pp, 1)
+
+    @property
     def split(self) -> str:
         """"TP2", "TP4 PP2 (2 nodes)", "TP8 EP8"."""
         return (f"TP{self.tp}" + (f" PP{self.pp}" if self.pp > 1 else "") + (f" EP{self.ep}" if self.ep > 1 else "")
@@ -290,7 +300,8 @@ def _steady(rep: Replica, T, G, batch_cap: float | None = None, prefix: CachedPr
     that differ in their step model alone may share it."""
     kv = rep.kv
     budget = rep.serving.max_batched_tokens
-    N = float(rep.max_batch)
+    cap = rep.engine_max_batch
+    N = float(cap)
     memo = {} if memo is None else memo
     if "final" not in memo:
         final = np.asarray(T) + np.asarray(G) - 1
@@ -300,8 +311,8 @@ def _steady(rep: Replica, T, G, batch_cap: float | None = None, prefix: CachedPr
         chunk = max(budget - (N - 1), 1.0)
         mm = _means(rep, T, G, chunk, prefix, memo)
         kv_n = (kv.pages - (prefix.shared_pages if prefix else 0)) / (mm.pages_life / (mm.kp + mm.D))
-        N = min(float(rep.max_batch), kv_n, batch_cap or math.inf)
-    limited = "max batch" if N >= rep.max_batch else ("KV cache" if N >= kv_n - 1e-9 else "clients")
+        N = min(float(cap), kv_n, batch_cap or math.inf)
+    limited = "max batch" if N >= cap else ("KV cache" if N >= kv_n - 1e-9 else "clients")
     timer = rep.timer
     life = mm.kp + mm.D
     r = N / life

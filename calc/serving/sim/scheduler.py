@@ -61,13 +61,13 @@ class Scheduler(DecodeRuns):
         self.shared_pages = 0 if prefix is None else prefix.shared_pages
         self.free = self.total_pages - self.shared_pages
         self.wm = int(math.ceil(sv.watermark * self.total_pages))
-        self.budget = max(sv.max_batched_tokens, rep.max_batch)
+        self.budget = max(sv.max_batched_tokens, rep.engine_max_batch)
         # the engine's scheduler (calc.spec.scheduler): prefill policy, chunking, preemption, graph cap
         self.policy, self.chunked, self.reserve = sv.policy, sv.chunked_prefill, sv.preemption == "none"
         self.eager = sv.eager  # whether a step pays eager launches outside the CUDA graphs
         self.ranks = rep.kv.ranks  # data-parallel attention ranks a step's tokens are spread over
         self.eager_s = rep.eager_step_s
-        self.mb = mb = rep.max_batch
+        self.mb = mb = rep.engine_max_batch
         self.dec_tokens = self.timer.decode_slots  # token-budget slots a decoding request takes per step
         self.unit = self.timer.tokens_per_step == 1.0  # one token per decoding request per step
         self.j = 0  # steps with decode tokens so far (a speculative timer's acceptance clock)

@@ -422,3 +422,39 @@ def test_a_workloads_moe_chunk_is_said_in_the_launch():
     hw = load_hardware("h100-sxm").with_engine("vllm")
     rep = Replica(mixtral, hw, 2, 64, Dtypes.resolve(mixtral), Serving(moe_chunk_tokens=16384))
     assert any("VLLM_FUSED_MOE_CHUNK_SIZE=16384" in n for n in launch(rep, 1, 4096).notes)
+
+
+def _pp_rep(engine: str, version: str | None, mb: int) -> Replica:
+    """Llama-3.1-8B TP1 PP2 on H100 under the engine preset's scheduler (at ``version``)."""
+    from calc.spec.engine import load_engine
+    from calc.spec.scheduler import resolve_serving
+
+    hw = load_hardware("h100-sxm").with_engine(engine)
+    serving = resolve_serving(load_engine(engine), hw.name, hw.memory_gb, version=version)
+    return Replica(MODEL, hw, 1, mb, DT, serving, pp=2)
+
+
+def test_pipeline_micro_batches_split_or_each_take_max_num_seqs():
+    """Under PP the simulator runs one engine per micro-batch in flight (1/PP of the load and of the
+    KV pages). vLLM's V1 engine has one scheduler for every batch in its queue and SGLang caps each
+    micro-batch at max_running_requests // pp_size, so at PP2 a max batch of 8 is 8 // 2 = 4 per
+    engine; vLLM's V0 engine (before 0.8.0) ran one scheduler per virtual engine and TensorRT-LLM
+    holds max_batch_size per micro-batch: 8 each. A burst of 40 one-token prompts with 50 tokens to
+    generate never runs more than that cap at once."""
+    T, G = np.full(40, 16), np.full(40, 50)
+    for engine, version, cap in (("vllm", None, 4), ("sglang", None, 4), ("vllm", "0.7.3", 8), ("trtllm", None, 8)):
+        rep = _pp_rep(engine, version, 8)
+        assert rep.engine_max_batch == cap, engine
+        sim = simulate(rep, T, G, burst=True)
+        assert sim.timeline["running"].max() == cap, (engine, version)
+    assert _pp_rep("vllm", None, 1).engine_max_batch == 1  # never below one sequence
+
+
+def test_closed_form_saturates_at_the_micro_batch_cap():
+    """steady_state at saturation runs N = the engine's cap (max batch 8 at PP2 in vLLM: 4) when the
+    KV pages hold more: its running batch and what limits it say so."""
+    from calc.serving.replica.capacity import steady_state
+
+    rep = _pp_rep("vllm", None, 8)
+    ss = steady_state(rep, np.full(100, 512), np.full(100, 128))
+    assert ss.batch == pytest.approx(4.0) and ss.limited_by == "max batch"
