@@ -22,7 +22,11 @@ A scenario (calc.accuracy.scenario) is predicted by its load:
 
 Every replica runs the engine preset's scheduler (calc/data/engines.yaml: token budget, running
 cap, KV share, prefill policy, preemption, CUDA-graph cap) on the run's GPU, with the run's own
-engine arguments over it (--engine-arg KEY=VALUE, or engine_args: in the sidecar).
+engine arguments over it (--engine-arg KEY=VALUE, or engine_args: in the sidecar). A run on more
+GPUs than one replica's TP x PP, or with PP > 1, splits its load evenly over k engines, as
+`roofline plan` does (Replica.engines: gpus / (TP x PP) replicas, PP micro-batch engines each):
+one engine is simulated with every k-th request (its arrival time kept), the rate / k or
+ceil(clients / k) clients, and rates over the run are that engine's times k.
 
 vLLM's rate ramp (--ramp-up-strategy): gamma gaps at each request's rate on the ramp. Runs that
 ask the same question (same conditions, load and lengths: a JSON-lines file that repeats one line)
@@ -38,7 +42,7 @@ predicted: the simulator keeps per-request times, not every token's.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -272,17 +276,21 @@ def _serving(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
     out: dict[str, float] = {}
     latency = {"ttft", "tpot", "itl", "e2e"} & {m.split("_")[0] for m in want}
     prefix = _cached(sc, T, rep)
+    # the run's load split evenly over its replicas' engines (Replica.engines: a replica per
+    # gpus / (TP x PP), PP engines each); one engine's simulation stands for all of them
+    k = rep.engines(max(sc.gpus // (sc.tp * sc.pp), 1))
     if latency or run.load != "concurrency":
+        mine = slice(None, None, k)  # its requests: dealt out in turn, every k-th
+        prefix = None if prefix is None else replace(prefix, cached=prefix.cached[mine])
         if run.load == "burst" or run.ramp_up is not None:  # explicit arrival times
-            sim = simulate(rep, T, G, rate_per_s=1.0, gaps=arrivals(run, T.size), prefix=prefix)
+            gaps = np.diff(np.cumsum(arrivals(run, T.size))[mine], prepend=0.0)
+            sim = simulate(rep, T[mine], G[mine], rate_per_s=1.0, gaps=gaps, prefix=prefix)
         elif run.load == "rate":
             b = run.burstiness
-            sim = simulate(rep, T, G, rate_per_s=run.rate_per_s, process="poisson" if b == 1.0 else "gamma",
-                           cv=1.0 / math.sqrt(b), prefix=prefix)
-        elif run.load == "burst":
-            sim = simulate(rep, T, G, burst=True, prefix=prefix)
+            sim = simulate(rep, T[mine], G[mine], rate_per_s=run.rate_per_s / k,
+                           process="poisson" if b == 1.0 else "gamma", cv=1.0 / math.sqrt(b), prefix=prefix)
         else:
-            sim = simulate(rep, T, G, concurrency=run.concurrency)
+            sim = simulate(rep, T[mine], G[mine], concurrency=math.ceil(run.concurrency / k))
         serving = preset.request_overhead_s
         ttft, e2e = sim.ttft_s + serving, sim.e2e_s + serving
         multi = sim.output_len > 1
@@ -296,11 +304,10 @@ def _serving(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
             out["itl_mean_s"] = float(np.sum((sim.finish_s - sim.first_token_s)[multi])
                                       / np.sum(sim.output_len[multi] - 1))
         duration = float(np.max(sim.finish_s) - np.min(sim.arrive_s))
-        out["output_tokens_per_s"] = float(np.sum(sim.output_len)) / duration
-        out["requests_per_s"] = sim.n / duration
+        out["output_tokens_per_s"] = k * float(np.sum(sim.output_len)) / duration
+        out["requests_per_s"] = k * sim.n / duration
     if run.load == "concurrency":  # closed loop: the steady state under the run's scheduler
-        replicas = max(sc.gpus // (sc.tp * sc.pp), 1)
-        tput = replicas * steady_state(rep, T, np.maximum(G, 2)).output_tokens_per_s
+        tput = k * steady_state(rep, T, np.maximum(G, 2), math.ceil(run.concurrency / k)).output_tokens_per_s
         out["output_tokens_per_s"] = float(tput)
         out["requests_per_s"] = float(tput) / float(np.mean(G))
     return out

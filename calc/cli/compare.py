@@ -9,13 +9,14 @@ import typer
 
 from calc.cli.base import Format, FormatOpt, command, one_line
 from calc.cli.options import ComputeDtypeOpt, KVDtypeOpt, WeightDtypeOpt
+from calc.cli.values import in_range
 
 ResultsArg = Annotated[list[Path], typer.Argument(
     help="Result files: vllm bench serve --save-result (or benchmark_serving.py) JSON, vllm bench latency "
          "--output-json, sglang.bench_serving JSONL, GuideLLM benchmarks.json, llama-bench -o json|jsonl|csv, "
          "GenAI-Perf profile_export_genai_perf.json|csv, trtllm-bench --report_json, LMDeploy "
          "profile_restful_api / profile_throughput CSV. Conditions a file lacks come from the options or a "
-         "sidecar <file stem>.roofline.yaml (model, hardware, tp, ep, dtypes, lengths, concurrency or request_rate).")]
+         "sidecar <file stem>.roofline.yaml (model, hardware, tp, pp, ep, gpus, dtypes, lengths, concurrency or request_rate).")]
 
 
 @command("compare")
@@ -23,8 +24,10 @@ def compare_cmd(
     results: ResultsArg,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Catalog name, YAML path or HF config (default: the result's model id where the catalog resolves it).")] = None,
     hardware: Annotated[str | None, typer.Option("--hardware", help="GPU the runs used: catalog name or YAML path (llama-bench names it; the others do not).")] = None,
-    tp: Annotated[int | None, typer.Option("--tp", min=1, help="Tensor-parallel GPUs of the server (default 1).")] = None,
-    ep: Annotated[int | None, typer.Option("--ep", min=1, help="Expert-parallel GPUs of an MoE model's layers, of the TP ones (default 1: experts split TP ways).")] = None,
+    tp: Annotated[int | None, typer.Option("--tp", callback=in_range("--tp"), help="Tensor-parallel GPUs of the server (default 1).")] = None,
+    ep: Annotated[int | None, typer.Option("--ep", callback=in_range("--ep"), help="Expert-parallel GPUs of an MoE model's layers, of the TP ones (default 1: experts split TP ways).")] = None,
+    pp: Annotated[int | None, typer.Option("--pp", callback=in_range("--pp"), help="Pipeline stages of the server (default 1): PP engines, one micro-batch each in flight, the load split between them.")] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", callback=in_range("--gpus"), help="GPUs behind the endpoint (default TP x PP): gpus / (TP x PP) replicas, the load split evenly between them.")] = None,
     weight_dtype: WeightDtypeOpt = None,
     kv_dtype: KVDtypeOpt = None,
     compute_dtype: ComputeDtypeOpt = None,
@@ -35,7 +38,7 @@ def compare_cmd(
     fit_out: Annotated[Path | None, typer.Option("--fit-out", help="Preset YAML --fit writes (default: OUT/preset.yaml, else ./roofline-fit.yaml).")] = None,
     engine_arg: Annotated[list[str] | None, typer.Option("--engine-arg", help="An engine argument the server ran with, under the engine's own name, KEY=VALUE (repeatable): gpu_memory_utilization=0.5, max_num_batched_tokens=2048 (vLLM); mem_fraction_static, chunked_prefill_size (SGLang); ... Overrides the sidecar's engine_args.")] = None,
     engine_version: Annotated[str | None, typer.Option("--engine-version", help="The engine's version the runs used (0.6.3, 0.1.0a1): its scheduler as that version had it, where the preset states one (engines.yaml by_version). Overrides the sidecar's engine_version.")] = None,
-    cached_requests: Annotated[int | None, typer.Option("--cached-requests", min=0, help="A burst or open-loop run whose first N prompts the server had in its prefix cache (an earlier run of the same prompts: vLLM's random dataset draws the same prompts for the same --seed); each computes only its last prompt token. Overrides the sidecar's cached_requests.")] = None,
+    cached_requests: Annotated[int | None, typer.Option("--cached-requests", callback=in_range("--cached-requests"), help="A burst or open-loop run whose first N prompts the server had in its prefix cache (an earlier run of the same prompts: vLLM's random dataset draws the same prompts for the same --seed); each computes only its last prompt token. Overrides the sidecar's cached_requests.")] = None,
 ) -> None:
     """Measured | predicted | error per metric (TTFT, TPOT, ITL, e2e: mean/p50/p99; tokens/s) for each run.
 
@@ -67,9 +70,10 @@ def compare_cmd(
         check_writable(fit_out, "--fit-out")
     if engine_version is not None and (problem := version_problem(engine_version)):
         raise SpecError("--engine-version", None, problem)
-    options = Conditions(model=model, hardware=hardware, engine=engine, tp=tp, ep=ep, weight_dtype=weight_dtype,
-                         kv_dtype=kv_dtype, compute_dtype=compute_dtype, engine_args=_engine_args(engine_arg),
-                         engine_version=engine_version, cached_requests=cached_requests)
+    options = Conditions(model=model, hardware=hardware, engine=engine, tp=tp, pp=pp, ep=ep, gpus=gpus,
+                         weight_dtype=weight_dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype,
+                         engine_args=_engine_args(engine_arg), engine_version=engine_version,
+                         cached_requests=cached_requests)
     runs, failures, presets = compare_files(results, options)
     for _, message in failures:
         typer.echo(f"roofline: error: {message}", err=True)

@@ -51,6 +51,8 @@ OPTION_RANGES = {
     "--tp": (1, MAX_PARALLEL),
     "--pp": (1, MAX_PARALLEL),
     "--ep": (1, MAX_PARALLEL),
+    "--gpus": (1, MAX_PARALLEL),
+    "--cached-requests": (0, MAX_BATCH),
     "--group-size": (1, MAX_DIM),
     "--imbalance": (1.0, MAX_IMBALANCE),
     "--spec-k": (1, 1024),                   # draft tokens per verification step

@@ -123,7 +123,7 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
                     o = Option(hw, tp, mb, price, pp, ep, nodes, note=note)
                     sat = steady_state(rep, T, G, prefix=prefix)
                     if spec.arrival.rate_per_s is not None:
-                        lo = max(1, math.ceil(spec.arrival.rate_per_s / (sat.requests_per_s * pp) * (1 + 1e-9)))
+                        lo = max(1, math.ceil(spec.arrival.rate_per_s / (sat.requests_per_s * rep.engines()) * (1 + 1e-9)))
                     else:
                         lo = 1
                     o.lower_bound_replicas = lo
@@ -169,12 +169,11 @@ def plan(wl: LoadedWorkload, requests: int | None = None, time_budget_s: float |
     result = Plan(wl, options, time.perf_counter() - t0, search.sims + 2 * len(disagg), dt0, T, G, disagg=tuple(disagg))
     chosen = result.chosen
     if chosen is not None and search.prefix.cached.any():
-        a = spec.arrival
+        a, k = spec.arrival, chosen.replica.engines(chosen.replicas)
         effect = prefix_effect(
             chosen.replica, chosen.replicas, T, G, search.prefix_for(chosen.replica.serving.block_size), chosen.sim, seed=spec.seed, gaps=search.gaps,
-            rate_per_s=None if a.rate_per_s is None else a.rate_per_s / (chosen.replicas * chosen.replica.pp),
-            concurrency=None if a.concurrency is None else math.ceil(a.concurrency / (chosen.replicas
-                                                                                      * chosen.replica.pp)))
+            rate_per_s=None if a.rate_per_s is None else a.rate_per_s / k,
+            concurrency=None if a.concurrency is None else math.ceil(a.concurrency / k))
         result = replace(result, prefix_effect=effect, wall_s=time.perf_counter() - t0)
     shown = result.chosen or result.closest
     if shown is not None:  # the dtypes of what it shows (one of the choices searched)

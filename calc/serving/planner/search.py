@@ -95,17 +95,17 @@ class Search:
         prefix = self.prefix_for(rep.serving.block_size)
         seed, targets = self.wl.spec.seed, self.targets if stop else None
         if a.rate_per_s is not None:
-            rate = a.rate_per_s / (R * rep.pp)  # a PP replica runs PP engines (micro-batches) in flight
+            rate = a.rate_per_s / rep.engines(R)  # a PP replica runs PP engines (micro-batches) in flight
             sim = simulate(rep, self.T, self.G, rate_per_s=rate, gaps=self.gaps, seed=seed, prefix=prefix,
                            stop_on_miss=targets)
             return sim, partial(at_load, rep, self.T, self.G, rate, prefix)
         if a.kind == "burst":
             # every request at t = 0, split evenly: each engine gets ceil(n / (R x PP)) of them
-            n = math.ceil(self.T.size / (R * rep.pp))
+            n = math.ceil(self.T.size / rep.engines(R))
             sub = replace(prefix, cached=prefix.cached[:n])
             sim = simulate(rep, self.T[:n], self.G[:n], burst=True, seed=seed, prefix=sub, stop_on_miss=targets)
             return sim, partial(_unloaded, rep, self.T[:n], self.G[:n], n, sub)
-        clients = math.ceil(a.concurrency / (R * rep.pp))
+        clients = math.ceil(a.concurrency / rep.engines(R))
         sim = simulate(rep, self.T, self.G, concurrency=clients, seed=seed, prefix=prefix, stop_on_miss=targets)
         return sim, partial(_unloaded, rep, self.T, self.G, clients, prefix)
 
@@ -135,7 +135,7 @@ class Search:
         GPU did (a hopeless option then costs one run, not two)."""
         guess = lo
         if self.arrival.rate_per_s is not None:
-            need = self.arrival.rate_per_s / (GUESS_UTIL * sat.requests_per_s * rep.pp)
+            need = self.arrival.rate_per_s / (GUESS_UTIL * sat.requests_per_s * rep.engines())
             guess = min(max(lo, math.ceil(need)), hi)
         key = _key(rep, 0)
         sibling, gpu = key[:5] + key[6:], key[:2]  # the same replica but for its max batch and EP

@@ -157,11 +157,11 @@ class Trial(Priced):
 
     @property
     def output_tokens_per_s(self) -> float:
-        return self.replicas * self.replica.pp * self.sim.output_tokens_per_s
+        return self.replica.engines(self.replicas) * self.sim.output_tokens_per_s
 
     @property
     def goodput_per_s(self) -> float:
-        return self.replicas * self.replica.pp * self.sim.goodput_per_s(self.targets)
+        return self.replica.engines(self.replicas) * self.sim.goodput_per_s(self.targets)
 
     @property
     def prompt_share(self) -> float:

@@ -77,6 +77,13 @@ class Replica:
             return self.max_batch
         return max(self.max_batch // self.pp, 1)
 
+    def engines(self, replicas: int = 1) -> int:
+        """The engines the simulator runs for ``replicas`` of it, a load split evenly between them
+        (a rate divided, clients and requests dealt out in turn): each replica's PP micro-batch
+        engines, one when PP is 1. A simulation of one engine stands for them all; a rate or
+        count over the whole deployment is the engine's times this."""
+        return replicas * self.pp
+
     @property
     def split(self) -> str:
         """"TP2", "TP4 PP2 (2 nodes)", "TP8 EP8"."""

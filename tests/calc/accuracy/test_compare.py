@@ -137,6 +137,33 @@ def test_rate_run_is_simulated_at_its_rate():
     assert p["output_tokens_per_s"] == pytest.approx(p["requests_per_s"] * np.mean(run.output_lens))
 
 
+def test_a_run_over_two_replicas_gives_each_half_the_rate(simulate_calls):
+    """Two GPUs of TP 1 are two replicas behind the server: one is simulated with every second
+    request at half the rate, and the run's rates are twice that replica's (as `plan` splits a load)."""
+    from calc.serving.sim.simulate import arrival_gaps
+
+    run = read_results(BENCH / "vllm-serve-rate4-detailed.json")[0]
+    p = predict(resolve(run, Conditions(hardware="h100-sxm", gpus=2)), load_preset("vllm"))
+    assert simulate_calls["rate_per_s"] == 4.0 / 2
+    # the replica's 6 requests (12 / 2) arrive over the span of its seed-0 gaps at 2/s; the run
+    # finishes 2 x 6 requests in that span plus at most one short request (< 1 s)
+    span = float(np.sum(arrival_gaps(6, "poisson", 1.0, 0)[1:])) / 2.0
+    assert 2 * 6 / (span + 1.0) < p["requests_per_s"] <= 2 * 6 / span
+
+
+@pytest.mark.parametrize("split", [{"gpus": 2}, {"pp": 2}])
+def test_a_closed_loop_over_two_engines_gives_each_half_the_clients(simulate_calls, split):
+    """16 clients over two replicas (or a replica's two PP micro-batch engines) are 8 on each:
+    the simulated engine runs 8 clients, and the run's throughput is twice one engine's at 8."""
+    run = read_results(BENCH / "vllm-serve-concurrency16.json")[0]
+    vllm = load_preset("vllm")
+    two = predict(resolve(run, Conditions(hardware="h100-sxm", **split)), vllm)
+    assert simulate_calls["concurrency"] == 16 // 2
+    if "gpus" in split:  # the same replica as a one-GPU run of 8 clients
+        eight = predict(resolve(replace(run, concurrency=8), Conditions(hardware="h100-sxm")), vllm)
+        assert two["output_tokens_per_s"] == pytest.approx(2 * eight["output_tokens_per_s"])
+
+
 def test_compare_files_keeps_going_after_a_bad_file():
     files = [BENCH / "unknown.json", BENCH / "vllm-latency.json", BENCH / "truncated.json"]
     results, failures, presets = compare_files(files, Conditions(model="llama-3.1-8b", hardware="h100-sxm"))

@@ -178,6 +178,16 @@ def test_file_over_the_size_cap(tmp_path):
     assert r.exit_code == 2 and "exceeds the limit of 1,000,000" in r.stderr and "ROOFLINE_MAX_FILE_MB" in r.stderr
 
 
+@pytest.mark.parametrize("option, value, limits", [("--tp", 100_000, "1 to 65,536"), ("--gpus", 70_000, "1 to 65,536"),
+                                                    ("--cached-requests", 2**40, "0 to 16,777,216")])
+def test_an_option_past_its_range_is_one_line_naming_it(option, value, limits):
+    r = run(BENCH / SERVE, *MODEL, option, value)
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    line = r.stderr.strip()
+    assert line.startswith(f"roofline: error: {option}: ") and line.endswith(f" is out of range ({limits})")
+    assert "\n" not in line
+
+
 def test_fit_out_an_existing_file(tmp_path):
     existing = tmp_path / "report"
     existing.write_text("mine")
