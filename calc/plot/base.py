@@ -102,17 +102,31 @@ def _declutter(fig) -> tuple[int | None, int]:
             box = t.get_window_extent(renderer)
             if any(box.overlaps(b) for b in placed) and t.anncoords == "offset points":
                 before = box
-                for dx, dy, ha in _SPOTS:
-                    t.xyann, _ = (dx, dy), t.set_ha(ha)
-                    box = t.get_window_extent(renderer)
-                    if not any(box.overlaps(b) for b in placed):
-                        break
-                else:
+                spot = _free_spot(t, renderer, placed, ax.bbox)
+                if spot is None:
                     left += 1
+                else:
+                    t.xyann, _ = spot[:2], t.set_ha(spot[2])
+                box = t.get_window_extent(renderer)
                 # a label inside the axes before and after does not change the layout's margins
                 moved += not (_inside(before, ax.bbox) and _inside(box, ax.bbox))
             placed.append(box)
     return left, moved
+
+
+def _free_spot(t, renderer, placed, frame) -> tuple | None:
+    """The first of _SPOTS where ``t`` covers no placed label, one inside the axes' ``frame``
+    first (such a move leaves the layout's margins as they were); None when every spot is taken
+    (``t`` is left at the last one tried)."""
+    free = None
+    for dx, dy, ha in _SPOTS:
+        t.xyann, _ = (dx, dy), t.set_ha(ha)
+        box = t.get_window_extent(renderer)
+        if not any(box.overlaps(b) for b in placed):
+            if _inside(box, frame):
+                return dx, dy, ha
+            free = free or (dx, dy, ha)
+    return free
 
 
 def _inside(box, frame) -> bool:
