@@ -110,7 +110,10 @@ def compare_case(rng: random.Random, files: dict) -> list[str]:
         args.append("{tmp}/fifo.json")
     if rng.random() < 0.05:
         args.append("/dev/zero")
-    for opt, pool in (("--hardware", ["h100-sxm", "a100-80gb-sxm", "nope"]), ("--tp", ["1", "2", "3", "0", "-1"]),
+    for opt, pool in (("--hardware", ["h100-sxm", "a100-80gb-sxm", "nope"]),
+                      ("--tp", ["1", "2", "3", "0", "-1", "100000"]), ("--pp", ["1", "2", "0", "70000"]),
+                      ("--ep", ["1", "2", "0", "70000"]), ("--gpus", ["1", "2", "3", "0", "70000"]),
+                      ("--cached-requests", ["0", "3", "-1", "99999999999"]),
                       ("--model", ["llama-3.1-8b", "nope"]), ("--engine", ["vllm", "sglang", "nope"])):
         if rng.random() < 0.4:
             args += [opt, rng.choice(pool)]
