@@ -49,8 +49,8 @@ def compare_answer(body: dict) -> str:
         try:
             _check_sidecars(paths)
             _check_model_ids(results)
-            conditions = Conditions(**{k: params.get(k) for k in ("model", "hardware", "engine", "tp", "ep",
-                                                                  "weight_dtype", "kv_dtype", "compute_dtype")})
+            conditions = Conditions(**{k: params.get(k) for k in ("model", "hardware", "engine", "tp", "pp", "ep",
+                                                                  "gpus", "weight_dtype", "kv_dtype", "compute_dtype")})
             runs, failures, _ = compare_files(results, conditions)
         except SpecError as exc:
             raise ApiError(400, unfold(refuse(exc).line, folder)) from None

@@ -128,6 +128,21 @@ def test_compare_upload_is_the_cli_answer(base):
     assert got["runs"][0]["file"] == name  # the uploaded name, not the server's folder
 
 
+def test_compare_upload_takes_replicas_as_the_cli_does(base):
+    name = "vllm-serve-concurrency16.json"
+    text = (FIXTURES / name).read_text()
+    status, _, body = local.post(f"{base}/api/compare", {"files": [{"name": name, "text": text}],
+                                                           "options": {"hardware": "h100-sxm", "gpus": 2}})
+    assert status == 200, body
+    want = cli_json("compare", FIXTURES / name, "--hardware", "h100-sxm", "--gpus", "2")
+    assert [r["metrics"] for r in json.loads(body)["runs"]] == [r["metrics"] for r in want["runs"]]
+    one = cli_json("compare", FIXTURES / name, "--hardware", "h100-sxm")
+    assert want["runs"][0]["metrics"] != one["runs"][0]["metrics"]  # 8 clients on each of two replicas
+    status, _, body = local.post(f"{base}/api/compare", {"files": [{"name": name, "text": text}],
+                                                           "options": {"hardware": "h100-sxm", "tp": 100000}})
+    assert status == 400 and "--tp: 100000 is out of range" in json.loads(body)["error"]
+
+
 def test_compare_bad_files_and_caps(base):
     status, _, body = local.post(f"{base}/api/compare", {"files": [{"name": "x.json", "text": "{not json"}],
                                                            "options": {"hardware": "h100-sxm"}})
