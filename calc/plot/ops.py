@@ -29,12 +29,13 @@ def _op_points(cost) -> tuple[list, list]:
 
 
 def roofline_chart(model, hardware, batch=1, prompt_len=512, context=None, *, weight_dtype=None, kv_dtype=None,
-                   tp=1, phases=("prefill", "decode"), datasheet=True, out=None):
+                   tp=1, phases=("prefill", "decode"), datasheet=True, out=None, more_x=()):
     """Log-log roofline: per hardware the memory roof (bandwidth x memory efficiency) and a
     compute roof per dtype the operators run at (peak x compute efficiency), ridge points
     labelled, data-sheet roofs dashed; each operator of the prefill (T = prompt_len) and
     decode step (context S) at (FLOP/byte, FLOP/time), area by share of the phase's time;
-    whole phases bigger and outlined. Communication operators have no intensity: left out."""
+    whole phases bigger and outlined. Communication operators have no intensity: left out.
+    ``more_x``: intensities of points the caller draws after, which the x range holds too."""
     from matplotlib.lines import Line2D
 
     from calc.cost.breakdown import phase_for
@@ -61,7 +62,7 @@ def roofline_chart(model, hardware, batch=1, prompt_len=512, context=None, *, we
             pts, skipped = _op_points(cost)
             left_out.update(skipped)
             drawn.append((i, hw, phase, cost, dt, pts))
-    xs = [p[0] for d in drawn for p in d[5]] + [float(d[3].intensity) for d in drawn]
+    xs = [p[0] for d in drawn for p in d[5]] + [float(d[3].intensity) for d in drawn] + [float(x) for x in more_x]
     ridges = []
     roofs = {}
     for i, hw in enumerate(hws):

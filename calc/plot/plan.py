@@ -135,13 +135,18 @@ def roofline_png(t: Trial, steps: Steps) -> bytes:
     r = t.replica
     decode, mixed, n, ctx = steps.decode, steps.with_chunk, steps.running, steps.context
     fig = roofline_chart(r.model, r.hw, batch=n, prompt_len=int(ctx), context=int(ctx),
-                         weight_dtype=r.dt.weight, kv_dtype=r.dt.kv, tp=r.tp, phases=("decode",))
+                         weight_dtype=r.dt.weight, kv_dtype=r.dt.kv, tp=r.tp, phases=("decode",),
+                         more_x=(float(decode.intensity), float(mixed.intensity)))
     ax = fig.axes[0]
-    for cost, label, color, off, ha in ((decode, f"decode step: {n} sequences at context {ctx:,.0f}", "#ff7f0e",
-                                         (12, -30), "left"),
-                                        (mixed, "the same step plus a prefill chunk", "#1f77b4", (-12, 14), "right")):
+    lo, hi = (math.log(v) for v in ax.get_xlim())  # log x: roofline_chart sets the limits
+    for cost, label, color, dy in ((decode, f"decode step: {n} sequences at context {ctx:,.0f}", "#ff7f0e", -30),
+                                   (mixed, "the same step plus a prefill chunk", "#1f77b4", 14)):
         x, y = float(cost.intensity), float(cost.flops / cost.time_s) / 1e12
         ax.scatter([x], [y], marker="P", s=220, c=color, edgecolors="black", zorder=6, gid=f"step:{label}")
-        ax.annotate(f"{label}\n{render.seconds(float(cost.time_s))}, {cost.bound}-bound", (x, y), xytext=off,
-                    textcoords="offset points", ha=ha, fontsize=7, weight="bold", color=color)
+        # the label on the side with more room, so it stays inside the axes (one hanging out of
+        # them takes its width from the axes in the layout)
+        right = (math.log(x) - lo) / (hi - lo) < 0.5
+        ax.annotate(f"{label}\n{render.seconds(float(cost.time_s))}, {cost.bound}-bound", (x, y),
+                    xytext=(12 if right else -12, dy), textcoords="offset points", ha="left" if right else "right",
+                    fontsize=7, weight="bold", color=color)
     return _png(fig)

@@ -65,3 +65,32 @@ def test_roofline_labels_do_not_cover_each_other(small_plan, monkeypatch):
     fig = roofline_chart("llama-3.1-8b", "l4", batch=1, prompt_len=512, context=512)
     declutter(fig)
     assert _overlaps(fig) == []
+
+
+@pytest.mark.parametrize("workload", [WORKLOAD, "reports/plans/workloads/rag-llama-3.1-70b.yaml"])
+def test_roofline_steps_and_their_labels_sit_inside_the_axes(workload, monkeypatch):
+    """Both step markers lie inside the plot area (the prefill step's intensity can pass the
+    chart's own points), and their labels inside the figure, clear of the legend (a label hanging
+    far out of the axes to the right ran under it, or squeezed the axes to make room)."""
+    from matplotlib.text import Annotation
+
+    from calc.plot.base import lay_out
+
+    p = plan(load_workload(workload, requests=100))
+    monkeypatch.setattr(pp, "_png", lambda fig: (lay_out(fig), fig)[1])
+    fig = pp.roofline_png(p.chosen, p.what_if.steps)
+    fig.canvas.draw()
+    ax, r = fig.axes[0], fig.canvas.get_renderer()
+    frame = ax.get_window_extent()
+    steps = [c for c in ax.collections if (c.get_gid() or "").startswith("step:")]
+    assert len(steps) == 2
+    for c in steps:
+        x, y = ax.transData.transform(c.get_offsets()[0])
+        assert frame.x0 < x < frame.x1 and frame.y0 < y < frame.y1
+    labels = [t for t in ax.texts if isinstance(t, Annotation) and "-bound" in t.get_text()]
+    assert len(labels) == 2
+    legend = fig.legends[0].get_window_extent(r)
+    for t in labels:
+        box = t.get_window_extent(r)
+        assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and not box.overlaps(legend), t.get_text()
+        assert box.x1 <= frame.x1 + 0.1 * frame.width, t.get_text()  # at most a little past the frame
