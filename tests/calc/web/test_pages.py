@@ -156,6 +156,18 @@ def test_compare_page_uploads_a_benchmark_file(base, chrome, shots):
     not_blank(chrome, shots / "compare.png")
 
 
+def test_compare_page_takes_the_replicas_behind_the_endpoint(base, chrome):
+    name = "vllm-serve-concurrency16.json"
+    chrome.get(f"{base}/compare?hardware=h100-sxm&gpus=2")
+    wait(chrome, "document.getElementById('gpus').value == '2'")
+    chrome.find_element("id", "files").send_keys(str(FIXTURES / name))
+    wait(chrome, "document.getElementById('metrics').dataset.rows")
+    want = cli_json("compare", FIXTURES / name, "--hardware", "h100-sxm", "--gpus", "2")["runs"][0]["metrics"]
+    cells = [[td.text for td in tr.find_elements("tag name", "td")]
+             for tr in chrome.find_elements("css selector", "#metrics tbody tr")]
+    assert [c[6] for c in cells] == ["-" if m["error"] is None else f"{100 * m['error']:.1f}%" for m in want]
+
+
 def test_catalog_page_lists_every_model_and_gpu_with_sources(base, chrome, shots):
     from calc.spec.catalog import hardware_catalog, model_catalog
 
