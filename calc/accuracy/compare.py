@@ -279,6 +279,7 @@ def _serving(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
     # the run's load split evenly over its replicas' engines (Replica.engines: a replica per
     # gpus / (TP x PP), PP engines each); one engine's simulation stands for all of them
     k = rep.engines(max(sc.gpus // (sc.tp * sc.pp), 1))
+    clients = math.ceil(run.concurrency / k) if run.load == "concurrency" else None  # on each engine
     if latency or run.load != "concurrency":
         mine = slice(None, None, k)  # its requests: dealt out in turn, every k-th
         prefix = None if prefix is None else replace(prefix, cached=prefix.cached[mine])
@@ -290,7 +291,7 @@ def _serving(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
             sim = simulate(rep, T[mine], G[mine], rate_per_s=run.rate_per_s / k,
                            process="poisson" if b == 1.0 else "gamma", cv=1.0 / math.sqrt(b), prefix=prefix)
         else:
-            sim = simulate(rep, T[mine], G[mine], concurrency=math.ceil(run.concurrency / k))
+            sim = simulate(rep, T[mine], G[mine], concurrency=clients)
         serving = preset.request_overhead_s
         ttft, e2e = sim.ttft_s + serving, sim.e2e_s + serving
         multi = sim.output_len > 1
@@ -307,7 +308,7 @@ def _serving(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
         out["output_tokens_per_s"] = k * float(np.sum(sim.output_len)) / duration
         out["requests_per_s"] = k * sim.n / duration
     if run.load == "concurrency":  # closed loop: the steady state under the run's scheduler
-        tput = k * steady_state(rep, T, np.maximum(G, 2), math.ceil(run.concurrency / k)).output_tokens_per_s
+        tput = k * steady_state(rep, T, np.maximum(G, 2), clients).output_tokens_per_s
         out["output_tokens_per_s"] = float(tput)
         out["requests_per_s"] = float(tput) / float(np.mean(G))
     return out
