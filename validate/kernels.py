@@ -113,20 +113,31 @@ def _cells(axes: dict[str, list[float]]) -> list[dict[str, int]]:
 
 
 ROTATE_BYTES = 128 * 2**20  # CPU: cycle through weight copies of this many bytes in all, beyond the caches
+MAX_COPIES = {"cpu": 64, "cuda": 512}  # on a GPU the smallest weights (0.6 MB) need hundreds to pass its L2
+
+
+def rotate_bytes(device: str) -> int:
+    """Bytes of weight copies a matmul cell cycles through: beyond the last-level cache, as a model's
+    layers each read their own weight from memory. A GPU's L2 (50-60 MB on Hopper) would otherwise hold
+    every weight under it and time decode matmuls at cache speed; 4x the L2 leaves none of it warm."""
+    if device.startswith("cuda"):
+        l2 = getattr(torch.cuda.get_device_properties(torch.device(device)), "L2_cache_size", 0) or 64 * 2**20
+        return 4 * l2
+    return ROTATE_BYTES
 
 
 def matmul_table(dtype, axes, device, timed, prov) -> KernelTable:
-    """F.linear over the grid. On CPU each call takes the next of several copies of the weight, as
-    a model's layers each read their own from memory (one copy would sit in the cache). The copies
+    """F.linear over the grid. Each call takes the next of several copies of the weight, as a model's
+    layers each read their own from memory (one copy would sit in the cache; see rotate_bytes). The copies
     are views into one pool, allocated once at the grid's largest need and filled by tiling one
     block of normal draws (validate.reference.fill_tiled): drawing fresh values for every cell, and
     then for every larger pool, was most of a quick profile's matmul tables."""
     dt = TORCH_DTYPES[dtype]
-    cuda = device.startswith("cuda")
+    rotate, most = rotate_bytes(device), MAX_COPIES["cuda" if device.startswith("cuda") else "cpu"]
 
     def layout(c):  # (elements of one weight, copies, each copy's aligned stride)
         one = c["K"] * c["N"]
-        n = 1 if cuda else max(1, min(64, -(-ROTATE_BYTES // (one * dt.itemsize))))
+        n = max(1, min(most, -(-rotate // (one * dt.itemsize))))
         return one, n, -(-one // 64) * 64  # each copy starts 64 elements aligned
 
     secs, pool = [], None
