@@ -83,6 +83,7 @@ def profile_cmd(
     threads: Annotated[int | None, typer.Option("--threads", min=1, help="CPU threads (default: torch's default, what a user's process runs).")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Fewer shapes and shorter timings (under 3 minutes on a 2-core CPU).")] = False,
     dtype: Annotated[str, typer.Option("--dtype", help="Comma list of dtypes: fp32, bf16, fp16.")] = "fp32,bf16",
+    graphs: Annotated[bool, typer.Option("--cuda-graphs", help="Time kernels (and passes) as CUDA graph replays, as engines run decode: the GPU's work without Python's launches. CUDA only.")] = False,
 ) -> None:
     """Measure kernel tables (matmul, attention, streaming, gather, sampling) with torch; write a profile fitted to them.
 
@@ -93,7 +94,7 @@ def profile_cmd(
 
     out_folder(out, parents=True, create=False)
     dtypes = run_dtypes(dtype)
-    hw, path, _, wall = run_profile(device, out, threads, quick, dtypes, say=typer.echo)
+    hw, path, _, wall = run_profile(device, out, threads, quick, dtypes, say=typer.echo, graphs=graphs)
     e = hw.efficiency
     typer.echo(f"peaks {', '.join(f'{d} {v * 1e3:.4g} GFLOP/s' for d, v in hw.peak_tflops.items())}; "
                f"bandwidth {hw.memory_bandwidth_tb_s * 1e3:.4g} GB/s; compute {e.compute:g}, memory {e.memory:g}, "
@@ -115,6 +116,7 @@ def validate_cmd(
     threads: Annotated[int | None, typer.Option("--threads", min=1, help="CPU threads (default: torch's default, what a user's process runs).")] = None,
     budget: Annotated[float | None, typer.Option("--budget", min=1.0, help="Seconds of timing for the whole grid of passes (default 120; 24 with --quick).")] = None,
     impl: Annotated[str, typer.Option("--impl", help="reference (validate/reference.py) or hf (transformers' LlamaForCausalLM; Llama-style models).")] = "reference",
+    graphs: Annotated[bool, typer.Option("--cuda-graphs", help="Time kernels (and passes) as CUDA graph replays, as engines run decode: the GPU's work without Python's launches. CUDA only.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Kernel profile first, then whole prefill/decode passes of held-out models: predicted, then measured.
@@ -132,7 +134,7 @@ def validate_cmd(
     from calc.core.progress import bar
 
     with bar("validate", quiet) as progress:
-        res = run(Options(models, out, device, layers, dtypes, quick, hardware, threads, budget, impl, profile),
+        res = run(Options(models, out, device, layers, dtypes, quick, hardware, threads, budget, impl, profile, graphs),
                   say=typer.echo, progress=progress)
     written = write_all(res)
     for line in summary_lines(res):

@@ -25,7 +25,7 @@ from calc.spec.kernel_tables import KernelTable
 
 from . import monotone as mono
 from .reference import RANDOM_BLOCK, TORCH_DTYPES, apply_rope, fill_tiled, rope_tables
-from .timing import one_call_s, synchronizer, time_call
+from .timing import graph_calls, graph_replay, one_call_s, per_call, synchronizer, time_call
 
 TP = (1, 2, 4, 8)
 
@@ -67,7 +67,9 @@ def pick(values, n: int, cap: float | None = None, floor: float = 0.0) -> list[f
     return sorted({v[int(np.argmin(np.abs(logs - t)))] for t in targets})
 
 
-def _timer(device: str, threads: int | None, budget_s: float) -> Callable[[Callable], float]:
+def _timer(device: str, threads: int | None, budget_s: float, graphs: bool = False) -> Callable[[Callable], float]:
+    """``graphs``: each cell times a CUDA graph of back-to-back calls (validate.timing.graph_replay), the
+    kernel's time inside an engine's captured pass, not behind Python's launch of each call."""
     sync = synchronizer(device)
     # the descheduling check (process CPU time against wall x threads) holds at 1 thread only: with
     # more, a kernel too small to use them all looks descheduled every time
@@ -83,13 +85,17 @@ def _timer(device: str, threads: int | None, budget_s: float) -> Callable[[Calla
         timed.calls += 1
         if timed.skip(i):
             return timed.replay[i]
-        warm = one_call_s(fn, sync)
+        warm, calls = one_call_s(fn, sync), 1
+        if graphs:
+            calls = graph_calls(warm)
+            fn = graph_replay(fn, calls)
+            warm = one_call_s(fn, sync)
         slow = warm >= budget_s
         t = time_call(fn, sync, budget_s, min_samples=1 if slow else 2, max_samples=15, cpu_threads=cpu_threads,
                       warm_call_s=warm)
         timed.samples += len(t.samples_s) + t.contended
         timed.descheduled += t.contended
-        best = min(t.samples_s + ((warm,) if slow else ()))
+        best = min(per_call(t, calls).samples_s + ((warm / calls,) if slow else ()))
         return best if timed.replay is None else min(best, timed.replay[i])
 
     # re-measuring (validate.monotone): ``replay`` holds a table's times, ``redo`` the cells to time again
@@ -271,14 +277,15 @@ def sample_table(dtype, rows_list, device, timed, prov) -> KernelTable:
     return _table("sample", dtype, {"bytes": nbytes}, secs, prov)
 
 
-def provenance(device: str, name: str, threads: int | None, quick: bool) -> dict:
+def provenance(device: str, name: str, threads: int | None, quick: bool, graphs: bool = False) -> dict:
     sw = {"torch": torch.__version__, "python": platform.python_version()}
     if device.startswith("cuda") and torch.version.cuda:
         sw["cuda"] = torch.version.cuda
     return {"device": device, "device_name": name, "software": sw, "threads": threads,
             "date": _dt.date.today().isoformat(),
             "source": f"measured by roofline profile ({'quick' if quick else 'full'}): validate/kernels.py, "
-                      "fastest sample per cell of validate.timing.time_call"}
+                      "fastest sample per cell of validate.timing.time_call"
+                      + (", each sample a CUDA graph of back-to-back calls" if graphs else "")}
 
 
 def grids(quick: bool, cuda: bool, exclude: tuple[str, ...]) -> dict[str, dict[str, list[float]]]:
@@ -333,13 +340,14 @@ def _remeasure(made: list[KernelTable], make, dtype, timed) -> tuple[list[Kernel
 
 
 def measure_tables(device: str, dtypes, quick: bool, threads: int | None, name: str, exclude=(), say=print,
-                   budget_s: float | None = None) -> list[KernelTable]:
-    """Every table for every dtype; ``say`` reports each as it finishes."""
+                   budget_s: float | None = None, graphs: bool = False) -> list[KernelTable]:
+    """Every table for every dtype; ``say`` reports each as it finishes. ``graphs``: as CUDA graphs."""
     cuda = device.startswith("cuda")
     g = grids(quick, cuda, tuple(exclude))
     # seconds of samples per cell (at most 15 samples of >= 2 ms each): GPU kernels need far fewer
-    timed = _timer(device, threads, budget_s or ((0.03 if quick else 0.1) if cuda else (0.15 if quick else 0.5)))
-    prov = provenance(device, name, None if cuda else threads, quick)
+    timed = _timer(device, threads, budget_s or ((0.03 if quick else 0.1) if cuda else (0.15 if quick else 0.5)),
+                   graphs)
+    prov = provenance(device, name, None if cuda else threads, quick, graphs)
     out: list[KernelTable] = []
     makers = (("matmul", lambda d: [matmul_table(d, g["matmul"], device, timed, prov)]),
               ("attention_prefill", lambda d: [prefill_table(d, g["attention_prefill"], device, timed, prov)]),

@@ -23,12 +23,12 @@ PARTS = ("samples kept", "samples taken again (descheduled)", "warm-up calls and
 
 
 def measure_grid(model, spec, base, kernel, points, meta, sync, per_point, max_call, rounds, bar, csv_path,
-                  done_rows, device, threads, torch, say, spent: dict | None = None) -> list[Row]:
+                  done_rows, device, threads, torch, say, spent: dict | None = None, graphs: bool = False) -> list[Row]:
     """Time ``points`` (one dtype) in ``rounds`` passes over the grid; each point's samples from all
     rounds are pooled. Both predictions are made, and printed, before the last round's measurement.
     A shape is warmed up once, in round 1: later rounds take samples straight away, their samples'
     size set by round 1's per-call time (a warm-up call per round was a quarter of the passes' time).
-    ``spent`` adds up the timing's wall seconds by PARTS."""
+    ``spent`` adds up the timing's wall seconds by PARTS. ``graphs``: each pass replayed as a CUDA graph."""
     rows = {}
     for p in points:
         pred, bound = predict_point(spec, base, p)
@@ -59,7 +59,7 @@ def measure_grid(model, spec, base, kernel, points, meta, sync, per_point, max_c
                     warm = _pool(pooled[p]).median_s if pooled[p] else None
                     t0 = time.perf_counter()
                     got = _time_point(model, spec, p, sync, per_point / rounds, max_call, device, threads, torch,
-                                      dead, points, warm)
+                                      dead, points, warm, graphs)
                     _account(spent, got, time.perf_counter() - t0)
                     if isinstance(got, str):
                         dead[p] = got
@@ -99,7 +99,7 @@ def _account(spent: dict | None, got, wall_s: float) -> None:
 
 
 def _time_point(model, spec, p: Point, sync, budget, max_call, device, threads, torch, dead, points,
-                warm_s: float | None = None):
+                warm_s: float | None = None, graphs: bool = False):
     """A Timing, or a status string: "skipped: ..." when one call exceeds ``max_call`` (then the
     larger points of the same dtype, phase and batch are skipped too), "oom" when memory runs out.
     ``warm_s``: this shape was timed before (an earlier round), at this many seconds per call: no
@@ -109,6 +109,8 @@ def _time_point(model, spec, p: Point, sync, budget, max_call, device, threads, 
     try:
         fn = timing.prefill_fn(model, p.batch, p.size, spec.vocab_size, device) if p.phase == "prefill" \
             else timing.decode_fn(model, p.batch, p.size, spec.vocab_size, device)
+        if graphs:  # captured afresh each round: the batch's cache is set up again between rounds
+            fn = timing.graph_replay(fn)
         call_s = warm_s
         if warm_s is None:  # the shape's first call: the cap check and the warm-up
             call_s = timing.one_call_s(fn, sync)

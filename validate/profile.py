@@ -67,13 +67,16 @@ BUSY_WARN = 0.5  # cores other programs used on average, above which the profile
 
 def run_profile(device: str, out: Path, threads: int | None = None, quick: bool = False,
                 dtypes: tuple[str, ...] = ("fp32", "bf16"), exclude: tuple[str, ...] = (), say=print,
-                filename: str = "profile.yaml"):
-    """Probe, measure every table, fit and write. Returns (the profile as loaded, its path, probe, seconds)."""
+                filename: str = "profile.yaml", graphs: bool = False):
+    """Probe, measure every table, fit and write. Returns (the profile as loaded, its path, probe, seconds).
+    ``graphs``: tables timed as CUDA graph replays (validate.timing.graph_replay)."""
     from . import kernels as km
     from . import probes
     from .timing import _cpu_busy_s, busy_cores, check_device, idle_threads
 
     torch = check_device(device)
+    if graphs and not device.startswith("cuda"):
+        raise SpecError("--cuda-graphs", None, "replays CUDA graphs; it needs --device cuda")
     if threads is None and not device.startswith("cuda"):
         threads = idle_threads(say)
     if threads is not None:
@@ -84,13 +87,13 @@ def run_profile(device: str, out: Path, threads: int | None = None, quick: bool 
     t0 = time.perf_counter()
     name = probes.device_name(device)
     say(f"roofline profile: {device} ({name}){f', {threads} threads' if threads else ''}, "
-        f"{'quick' if quick else 'full'} -> {out}")
+        f"{'quick' if quick else 'full'}{', CUDA graphs' if graphs else ''} -> {out}")
     probe = probes.run_probes(device, quick=True)
     say("probes: " + "; ".join(probe.lines()[1:]))
     before, w0 = _cpu_busy_s(), time.perf_counter()
-    tables = km.measure_tables(device, dtypes, quick, threads, name, exclude, say)
+    tables = km.measure_tables(device, dtypes, quick, threads, name, exclude, say, graphs=graphs)
     others = busy_cores(before, _cpu_busy_s(), time.perf_counter() - w0)
-    prov = km.provenance(device, name, threads, quick)
+    prov = km.provenance(device, name, threads, quick, graphs)
     if others is not None:
         prov["notes"] = f"other programs kept {others:.2f} CPU cores busy on average while the tables were measured"
         if not device.startswith("cuda") and others >= BUSY_WARN:

@@ -62,6 +62,7 @@ class Options:
     budget_s: float | None = None
     impl: str = "reference"  # or "hf": transformers' LlamaForCausalLM (validate/hf.py)
     profile: str | None = None  # an existing kernel profile (skips stage 1)
+    graphs: bool = False  # CUDA: kernels and passes timed as CUDA graph replays, as engines run decode
 
     @property
     def mode(self) -> str:
@@ -224,6 +225,10 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
     device, cuda = opts.device, opts.device.startswith("cuda")
     if opts.threads is not None and cuda:
         raise SpecError("--threads", None, "sets CPU threads; it does not apply to --device cuda")
+    if opts.graphs and not cuda:
+        raise SpecError("--cuda-graphs", None, "replays CUDA graphs; it needs --device cuda")
+    if opts.graphs and opts.impl != "reference":
+        raise SpecError("--cuda-graphs", None, "times the reference decoder (--impl reference) only")
     name = probes_mod.device_name(device)
     points = {s.name: grid(s, opts.mode, dtypes) for s in specs}
     avail = probes_mod.available_bytes(device)
@@ -256,7 +261,7 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
         # the thread count chosen above (the busy-core check ran once), not a second check
         held = tuple(m for m in opts.models) + tuple(s.name.split("@")[0] for s in specs)
         kernel_hw, path, probe, state.profile_s = run_profile(device, out, threads, opts.quick, dtypes, held,
-                                                              say, filename="calibrated.yaml")
+                                                              say, filename="calibrated.yaml", graphs=opts.graphs)
         state.kernel, state.probes = kernel_hw, probe
         state.spent["kernel profile"] = state.profile_s
         write_profile(probes_mod.measured_profile(probe), out / "probes.yaml",
@@ -297,6 +302,13 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
                                 for d in dtypes), device)
         for s in todo:
             builders[s.name] = partial(build_decoder, arena=arena)
+    if opts.graphs:
+        state.notes.append("passes and kernel tables timed as CUDA graph replays (--cuda-graphs), as engines run "
+                           "decode: the GPU's work without Python's launch of each kernel")
+        for s in [s for s in todo if s.moe and s.moe.num_experts]:
+            todo.remove(s)
+            state.notes.append(f"{s.name}: skipped, the reference MoE's per-expert token lists are data-dependent "
+                               "shapes, which a CUDA graph cannot capture")
     n_points = sum(len(points[s.name]) for s in todo)
     state.speed.append(("before the passes", probes_mod.speed_check(device)))  # just after the kernel profile
     budget = opts.budget_s or BUDGET_S[opts.mode]
@@ -328,7 +340,7 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
                 with state.clock("held-out passes"):
                     state.rows += measure_grid(model, spec, state.base, kernel_hw, mine, meta, sync, per_point,
                                                 MAX_CALL_S[opts.mode], ROUNDS[opts.mode], bar, csv_path, state.rows,
-                                                device, threads, torch, say, state.passes_spent)
+                                                device, threads, torch, say, state.passes_spent, opts.graphs)
                 del model
                 if cuda:
                     torch.cuda.empty_cache()

@@ -18,7 +18,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from calc.core.errors import SpecError
 
@@ -170,6 +170,42 @@ def one_call_s(fn: Callable[[], object], sync: Callable[[], None]) -> float:
     fn()
     sync()
     return time.perf_counter() - t0
+
+
+GRAPH_TARGET_S = 1e-3  # a captured graph of kernel calls lasts about this long (graph launch ~10 us)
+MAX_GRAPH_CALLS = 256  # enough back-to-back copies of the smallest weight (0.6 MB) to pass a 60 MB L2
+
+
+def graph_replay(fn: Callable[[], object], calls: int = 1) -> Callable[[], None]:
+    """``fn`` called ``calls`` times, captured once as a CUDA graph; returns its replay.
+
+    Serving engines replay decode steps (vLLM, SGLang, TensorRT-LLM: whole forward passes) as CUDA
+    graphs, so the GPU runs kernels back to back without Python's launches between them. Warm-up runs
+    on a side stream, as torch.cuda.graph asks. A pass with a host sync or data-dependent shapes
+    (the reference MoE's per-expert token lists) cannot be captured: torch raises, the caller says so."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    return graph.replay
+
+
+def graph_calls(one_call_s: float) -> int:
+    """Calls of a kernel to capture in one graph: about GRAPH_TARGET_S of work, at most MAX_GRAPH_CALLS."""
+    return max(1, min(MAX_GRAPH_CALLS, math.ceil(GRAPH_TARGET_S / max(one_call_s, 1e-7))))
+
+
+def per_call(t: Timing, calls: int) -> Timing:
+    """A Timing of graph replays of ``calls`` calls each, as seconds per call."""
+    return replace(t, samples_s=tuple(s / calls for s in t.samples_s))
 
 
 def time_call(fn: Callable[[], object], sync: Callable[[], None], budget_s: float, min_samples: int = 5,

@@ -233,3 +233,50 @@ def test_hf_refuses_non_llama_models(tmp_path):
     pytest.importorskip("transformers")
     r = runner.invoke(app, ["validate", "--model", "tiny-decoder", "--impl", "hf", "--out", str(tmp_path / "x")])
     assert r.exit_code == 2 and "Llama-style" in r.output
+
+
+@pytest.mark.parametrize("command", ["validate", "profile"])
+def test_cuda_graphs_on_cpu_exits_2(tmp_path, command):
+    r = runner.invoke(app, [command, "--device", "cpu", "--cuda-graphs", "--out", str(tmp_path / "x")])
+    assert r.exit_code == 2, r.output
+    assert "--cuda-graphs" in r.output and "--device cuda" in r.output
+    assert not (tmp_path / "x").exists()
+
+
+def test_graph_calls_fill_a_millisecond_up_to_the_cap():
+    from validate.timing import GRAPH_TARGET_S, MAX_GRAPH_CALLS, graph_calls
+
+    assert GRAPH_TARGET_S == 1e-3 and MAX_GRAPH_CALLS == 256
+    assert graph_calls(0.25e-3) == 4  # 1 ms / 0.25 ms
+    assert graph_calls(0.3e-3) == 4  # ceil(3.33)
+    assert graph_calls(2e-3) == 1  # a call longer than the target: one
+    assert graph_calls(1e-6) == 256  # 1000 calls of 1 us, capped
+
+
+def test_per_call_divides_each_replay_by_its_calls():
+    from validate.timing import Timing, per_call
+
+    t = per_call(Timing((4e-3, 8e-3), inner=3, contended=1), 4)
+    assert t.samples_s == (1e-3, 2e-3) and t.inner == 3 and t.contended == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_graph_replays_every_captured_call():
+    from validate.timing import graph_replay
+
+    x = torch.zeros(4, device="cuda")
+    replay = graph_replay(lambda: x.add_(1), calls=3)  # 2 warm-up calls run; the 3 captured do not
+    assert x.sum().item() == 4 * 2
+    replay()
+    replay()
+    assert x.sum().item() == 4 * (2 + 2 * 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_quick_validate_with_cuda_graphs(tmp_path):
+    r = runner.invoke(app, ["validate", "--device", "cuda", "--model", "tiny-decoder", "--quick", "--dtype",
+                            "bf16", "--cuda-graphs", "--out", str(tmp_path / "g")])
+    assert r.exit_code == 0, r.output
+    assert "CUDA graph" in (tmp_path / "g" / "report.md").read_text()

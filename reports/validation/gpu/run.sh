@@ -4,10 +4,12 @@
 #                 --platform manylinux2014_x86_64 --implementation cp pydantic
 #   2. device run tool: command `bash reports/validation/gpu/run.sh`, carry [".device-wheels"],
 #      timeout_s 480 (leaves room for one rerun of the 15-minute lease)
-#   3. unpack $OUT/<name>-heldout.tgz into reports/validation/<device>-heldout/ here and commit; point
+#   3. unpack $OUT/<name>-heldout.tgz (or -graphs.tgz) into reports/validation/<device>-heldout/ here and commit; point
 #      hardware_profiles/<device>.yaml's kernel_tables: to its kernels/ (paths relative to hardware_profiles/).
 # DEVICE=cpu QUICK=1 runs the same plumbing on a CPU (how it was tested before a GPU run);
 # PROFILE=path/calibrated.yaml skips the kernel profile with one made before (a rerun).
+# GRAPHS=1 times kernels and passes as CUDA graph replays (validate --cuda-graphs), into <name>-graphs;
+# TESTS=1 then runs the test suite's GPU tests (pytest -m gpu).
 # What comes back from the device is at most 8 files, 2 folders down: the run writes under WORK and
 # packs each result folder into one .tgz in OUT, beside log.txt (everything printed) and device.txt.
 set -uo pipefail
@@ -35,8 +37,8 @@ if torch.cuda.is_available():
 PY
     command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem,power.limit --format=csv
 } | tee "$OUT/device.txt"
-name=$( [ "$DEVICE" = cuda ] && echo h200 || echo cpu )
-dir="$WORK/$name-heldout"
+name=$( [ "$DEVICE" = cuda ] && echo h200 || echo cpu )$( [ -n "${GRAPHS:-}" ] && echo -graphs || echo -heldout )
+dir="$WORK/$name"
 # The kernel profile is measured inside validate, which leaves the held-out models' widths out of its
 # grid; then whole passes of those models: predicted (catalog profile and kernel profile), then measured.
 if [ -n "${QUICK:-}" ]; then
@@ -44,12 +46,17 @@ if [ -n "${QUICK:-}" ]; then
 else
     args=(--layers 4 --dtype bf16,fp16 --budget 90)
 fi
+[ -n "${GRAPHS:-}" ] && args+=(--cuda-graphs)
 t0=$SECONDS
 timeout --signal=INT --kill-after=20 "$LIMIT" $PY -m calc.cli.app validate --device "$DEVICE" --quiet \
     ${PROFILE:+--profile "$PROFILE"} "${args[@]}" --out "$dir"
 status=$?
 echo "== validate exit $status after $((SECONDS - t0)) s"
-tar -czf "$OUT/$name-heldout.tgz" -C "$WORK" "$name-heldout" && echo "packed $OUT/$name-heldout.tgz"
+tar -czf "$OUT/$name.tgz" -C "$WORK" "$name" && echo "packed $OUT/$name.tgz"
 echo "== summary"
 sed -n '/## Held-out error/,/^## Count/p' "$dir/report.md" 2>/dev/null | head -30
+if [ -n "${TESTS:-}" ]; then
+    echo "== GPU tests"
+    timeout 240 $PY -m pytest -q -p no:cacheprovider -m gpu tests/ || status=$?
+fi
 exit $status
