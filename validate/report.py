@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from calc.core import text as render
+from calc.spec.bands import MIN_ROWS
 
 from .calibrate import fmt_pct
 
@@ -209,9 +210,11 @@ def markdown(run, plot: Path | None) -> str:
               "`estimate --hardware calibrated.yaml` brackets each time and rate with these: the 10% and 90% "
               "quantiles of log(predicted / measured) over the held-out points above, grouped and with the "
               "fallback of `roofline accuracy` (README, \"Prediction bands\").", "",
-              f"- coverage of the 80% band, each model's points against bands built without that model: "
-              f"{fmt_pct(c.get('coverage'))} of {c.get('banded', 0)} points; median half-width "
-              f"{fmt_pct(c.get('half_width'))}", "",
+              (f"- coverage of the 80% band, each model's points against bands built without that model: "
+               f"{fmt_pct(c.get('coverage'))} of {c.get('banded', 0)} points; median half-width "
+               f"{fmt_pct(c.get('half_width'))}") if c.get("banded") else
+              f"- coverage of the 80% band unchecked: without any one model, fewer than the {MIN_ROWS} points a "
+              "band needs are left", "",
               render.markdown_table(["group", "rows", "models", "measured / predicted time"],
                                     [[g, b.rows, b.sources, "{:.2f}-{:.2f}".format(*map(float, b.interval(1.0, False)))]
                                      for g, b in run.kernel.bands.groups.items()]), ""]

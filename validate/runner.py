@@ -373,8 +373,10 @@ def _bands(state: Run, out: Path, say) -> None:
                      f"(report.md): {', '.join(table.groups)}")
     state.kernel = state.kernel.model_copy(update={"bands": table})
     c = state.band_coverage
-    say(f"prediction bands written into calibrated.yaml ({len(table.groups)} groups); their 80% band covers "
-        f"{100 * c['coverage']:.0f}% of {c['banded']} points, each checked against bands without its model")
+    checked = (f"their 80% band covers {100 * c['coverage']:.0f}% of {c['banded']} points, each checked against "
+               "bands without its model") if c["banded"] else (
+        f"their coverage is unchecked: without any one model, fewer than the {MIN_ROWS} points a band needs are left")
+    say(f"prediction bands written into calibrated.yaml ({len(table.groups)} groups); {checked}")
 
 
 def _depth(ref: str) -> int:

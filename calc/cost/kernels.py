@@ -5,7 +5,10 @@ A table holds seconds over a grid of shapes. Its times are turned into rates, wo
 bytes for streaming kernels, gathers, sampling and collectives), and the rate at a
 queried shape is interpolated multilinearly in log(rate) over log(axes); outside the
 grid each axis is clamped to its end (the rate stays the edge's, so time scales with
-work). At a grid point the table's own time comes back exactly. An operator whose
+work). No shape takes less than the table's fastest cell: below the grid a kernel's time
+is its launch floor, not a shrinking share of the edge's (on an H200, RoPE of one decode
+token at the edge's rate came to 1.6 us, its 7 kernels' floor in a CUDA graph is 12.6 us).
+At a grid point the table's own time comes back exactly. An operator whose
 kernels have no table is timed by the analytical model (calc.cost.roofline); the
 roofline clamps every measured time so no operator runs faster than the profile's peaks.
 """
@@ -39,8 +42,9 @@ def work(kernel: str, axes: dict[str, np.ndarray]) -> np.ndarray:
 _FORMS: dict[int, tuple[KernelTable, tuple]] = {}  # id -> (table, its interpolation form); tables are immutable
 
 
-def _log_rates(table: KernelTable) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
-    """(log axis values per axis, log rate per grid cell): the table in interpolation form."""
+def _log_rates(table: KernelTable) -> tuple[tuple[np.ndarray, ...], np.ndarray, float]:
+    """(log axis values per axis, log rate per grid cell, the fastest cell's seconds): the table in
+    interpolation form."""
     hit = _FORMS.get(id(table))
     if hit is not None and hit[0] is table:
         return hit[1]
@@ -49,7 +53,7 @@ def _log_rates(table: KernelTable) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
     mesh = np.meshgrid(*grids, indexing="ij")
     seconds = np.asarray(table.seconds, dtype=float).reshape([len(g) for g in grids])
     rate = work(table.kernel, dict(zip(names, mesh, strict=True))) / seconds
-    form = (tuple(np.log(g) for g in grids), np.log(rate))
+    form = (tuple(np.log(g) for g in grids), np.log(rate), float(seconds.min()))
     if len(_FORMS) > 256:
         _FORMS.clear()
     _FORMS[id(table)] = (table, form)
@@ -58,8 +62,9 @@ def _log_rates(table: KernelTable) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
 
 def table_time(table: KernelTable, axes: dict[str, object]) -> np.ndarray:
     """Seconds of one call at ``axes`` (arrays broadcast): work / rate, the log-rate interpolated
-    multilinearly in log(axes) and clamped to the grid. Axes the table lacks are ignored."""
-    logs, log_rate = _log_rates(table)
+    multilinearly in log(axes) and clamped to the grid, and never under the table's fastest cell.
+    Axes the table lacks are ignored."""
+    logs, log_rate, floor = _log_rates(table)
     q = {k: np.asarray(v, dtype=float) for k, v in axes.items()}
     names = list(table.axes)
     coords = np.broadcast_arrays(*(np.log(np.maximum(q[n], 1e-30)) for n in names))
@@ -81,7 +86,7 @@ def table_time(table: KernelTable, axes: dict[str, object]) -> np.ndarray:
             weight = weight * (f if bit else 1.0 - f)
             idx.append(np.minimum(i + bit, len(g) - 1))
         out = out + weight * log_rate[tuple(idx)]
-    return work(table.kernel, q) / np.exp(out)
+    return np.maximum(work(table.kernel, q) / np.exp(out), floor)
 
 
 def stream_op(name: str) -> tuple[str, str | None] | None:

@@ -77,3 +77,19 @@ def test_rows_of_reduced_models_take_their_architecture_from_the_specs_built():
             for j in range(3)]
     res = residuals(rows, load_hardware("cpu-generic-2core"), [spec])
     assert spec.name == "qwen3-30b-a3b@2L" and {r.regime.arch for r in res} == {"moe"}
+
+
+def test_two_models_leave_the_coverage_unchecked_and_say_so(tmp_path):
+    # two models of 10 points: 20 in all make a band, but without either model only 10 are left (< 20), so
+    # no point can be checked against bands built without its model (the H200 graphs run: 2 models x 16)
+    from validate.runner import Run, _bands
+
+    hw = load_hardware("cpu-generic-2core")
+    rows = [r for r in _rows() if r.model != "llama-3.1-8b"]
+    table, cov = profile_bands(rows, hw)
+    assert table is not None and cov["banded"] == 0
+    write_with_bands(hw, table, tmp_path / "calibrated.yaml", "test profile")
+    state, lines = Run(None, [], hw, hw, "cpu", 2, rows=rows), []
+    _bands(state, tmp_path, lines.append)
+    assert lines == [f"prediction bands written into calibrated.yaml ({len(table.groups)} groups); their coverage "
+                     "is unchecked: without any one model, fewer than the 20 points a band needs are left"]

@@ -9,7 +9,9 @@
 # DEVICE=cpu QUICK=1 runs the same plumbing on a CPU (how it was tested before a GPU run);
 # PROFILE=path/calibrated.yaml skips the kernel profile with one made before (a rerun).
 # GRAPHS=1 times kernels and passes as CUDA graph replays (validate --cuda-graphs), into <name>-graphs;
-# TESTS=1 then runs the test suite's GPU tests (pytest -m gpu).
+# TESTS=1 then runs the test suite's GPU tests (pytest -m gpu). LAYERS=N builds N layers (default 4), into <name>-NL.
+# MODELS=a,b,c validates those models instead of validate's default three (the profile leaves their widths out);
+# NAME=x names the result folder.
 # What comes back from the device is at most 8 files, 2 folders down: the run writes under WORK and
 # packs each result folder into one .tgz in OUT, beside log.txt (everything printed) and device.txt.
 set -uo pipefail
@@ -37,16 +39,20 @@ if torch.cuda.is_available():
 PY
     command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem,power.limit --format=csv
 } | tee "$OUT/device.txt"
+LAYERS=${LAYERS:-4}
 name=$( [ "$DEVICE" = cuda ] && echo h200 || echo cpu )$( [ -n "${GRAPHS:-}" ] && echo -graphs || echo -heldout )
+[ "$LAYERS" != 4 ] && name=$name-${LAYERS}L
+name=${NAME:-$name}
 dir="$WORK/$name"
 # The kernel profile is measured inside validate, which leaves the held-out models' widths out of its
 # grid; then whole passes of those models: predicted (catalog profile and kernel profile), then measured.
 if [ -n "${QUICK:-}" ]; then
     args=(--model tiny-decoder --quick --budget 6)
 else
-    args=(--layers 4 --dtype bf16,fp16 --budget 90)
+    args=(--layers "$LAYERS" --dtype bf16,fp16 --budget 90)
 fi
 [ -n "${GRAPHS:-}" ] && args+=(--cuda-graphs)
+[ -n "${MODELS:-}" ] && args+=(--model "$MODELS")
 t0=$SECONDS
 timeout --signal=INT --kill-after=20 "$LIMIT" $PY -m calc.cli.app validate --device "$DEVICE" --quiet \
     ${PROFILE:+--profile "$PROFILE"} "${args[@]}" --out "$dir"

@@ -34,9 +34,21 @@ def test_grid_points_return_the_table_and_log_midpoint_is_the_geometric_rate():
     assert q(10) == pytest.approx(2e7 / math.sqrt(2e9 * 1e11))
     # clamped: beyond the grid the edge rate holds, so time scales with work
     assert q(1000) == pytest.approx(2e9 / 1e11)  # 20 ms
-    assert q(0.5) == pytest.approx(1e6 / 2e9)  # 0.5 ms
+    # below it the edge rate would give 1e6 / 2e9 = 0.5 ms; no call is faster than the fastest cell, 1 ms
+    assert q(0.5) == pytest.approx(1e-3)
     # an axis of one value: K = 2000 keeps K = 1000's rate, twice the work
     assert float(table_time(t, {"M": 1, "K": 2000, "N": 1000})) == pytest.approx(2e-3)
+
+
+def test_no_shape_is_faster_than_the_tables_fastest_cell():
+    # a streaming table, bytes 32768 and 65536 in 13 us and 12 us (a launch floor: the larger one ran faster).
+    # 4096 bytes at the edge's rate would be 13 us x 4096 / 32768 = 1.625 us; the floor is the fastest cell, 12 us
+    t = KernelTable(format="roofline-kernels/1", kernel="stream", dtype="bf16", op="rope", provenance=PROV,
+                    axes={"bytes": [32768, 65536]}, seconds=[13e-6, 12e-6])
+    assert float(table_time(t, {"bytes": 4096})) == pytest.approx(12e-6)
+    # the edge itself is still its own time, and far past the top the edge rate holds: 2^20 bytes at 65536 / 12 us
+    assert float(table_time(t, {"bytes": 32768})) == pytest.approx(13e-6)
+    assert float(table_time(t, {"bytes": 2**20})) == pytest.approx(12e-6 * 2**20 / 65536)
 
 
 def test_bilinear_in_log_space():
