@@ -302,6 +302,10 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
                                 for d in dtypes), device)
         for s in todo:
             builders[s.name] = partial(build_decoder, arena=arena)
+    if cuda and not opts.graphs:
+        state.notes.append("passes and kernel tables timed eagerly: on a GPU each kernel waits on Python's launch "
+                           "(an H200's eager passes of small models took about 2 ms whatever their shape); "
+                           "--cuda-graphs times them as engines run decode")
     if opts.graphs:
         state.notes.append("passes and kernel tables timed as CUDA graph replays (--cuda-graphs), as engines run "
                            "decode: the GPU's work without Python's launch of each kernel")

@@ -199,6 +199,7 @@ def test_quick_validate_on_cuda(tmp_path):
                             "bf16", "--out", str(tmp_path / "g")])
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "g" / "counts.json").read_text())["ok"] is True
+    assert "--cuda-graphs times them" in (tmp_path / "g" / "report.md").read_text()  # eager: said so
 
 
 TINY_LLAMA = """\
