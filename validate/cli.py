@@ -18,6 +18,7 @@ from calc.core.errors import SpecError
 from calc.core.files import out_folder
 
 RUN_DTYPES = ("fp32", "bf16", "fp16")  # the dtypes validate and profile build torch models in
+GraphsOpt = Annotated[bool, typer.Option("--cuda-graphs", help="Time kernels (and passes) as CUDA graph replays, as engines run decode: the GPU's work without Python's launches. CUDA only.")]
 
 
 def run_dtypes(text: str) -> tuple[str, ...]:
@@ -83,7 +84,7 @@ def profile_cmd(
     threads: Annotated[int | None, typer.Option("--threads", min=1, help="CPU threads (default: torch's default, what a user's process runs).")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Fewer shapes and shorter timings (under 3 minutes on a 2-core CPU).")] = False,
     dtype: Annotated[str, typer.Option("--dtype", help="Comma list of dtypes: fp32, bf16, fp16.")] = "fp32,bf16",
-    graphs: Annotated[bool, typer.Option("--cuda-graphs", help="Time kernels (and passes) as CUDA graph replays, as engines run decode: the GPU's work without Python's launches. CUDA only.")] = False,
+    graphs: GraphsOpt = False,
 ) -> None:
     """Measure kernel tables (matmul, attention, streaming, gather, sampling) with torch; write a profile fitted to them.
 
@@ -116,7 +117,7 @@ def validate_cmd(
     threads: Annotated[int | None, typer.Option("--threads", min=1, help="CPU threads (default: torch's default, what a user's process runs).")] = None,
     budget: Annotated[float | None, typer.Option("--budget", min=1.0, help="Seconds of timing for the whole grid of passes (default 120; 24 with --quick).")] = None,
     impl: Annotated[str, typer.Option("--impl", help="reference (validate/reference.py) or hf (transformers' LlamaForCausalLM; Llama-style models).")] = "reference",
-    graphs: Annotated[bool, typer.Option("--cuda-graphs", help="Time kernels (and passes) as CUDA graph replays, as engines run decode: the GPU's work without Python's launches. CUDA only.")] = False,
+    graphs: GraphsOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Kernel profile first, then whole prefill/decode passes of held-out models: predicted, then measured.

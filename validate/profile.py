@@ -72,11 +72,10 @@ def run_profile(device: str, out: Path, threads: int | None = None, quick: bool 
     ``graphs``: tables timed as CUDA graph replays (validate.timing.graph_replay)."""
     from . import kernels as km
     from . import probes
-    from .timing import _cpu_busy_s, busy_cores, check_device, idle_threads
+    from .timing import _cpu_busy_s, busy_cores, check_device, check_graphs, idle_threads
 
     torch = check_device(device)
-    if graphs and not device.startswith("cuda"):
-        raise SpecError("--cuda-graphs", None, "replays CUDA graphs; it needs --device cuda")
+    check_graphs(device, graphs)
     if threads is None and not device.startswith("cuda"):
         threads = idle_threads(say)
     if threads is not None:

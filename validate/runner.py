@@ -24,25 +24,20 @@ from pathlib import Path
 from calc.core.errors import SpecError
 from calc.core.files import atomic_write
 from calc.core.progress import Reporter
-from calc.core.units import GB, canonical_dtype
-from calc.spec.catalog import hardware_catalog, load_hardware
+from calc.core.units import canonical_dtype
+from calc.spec.catalog import load_hardware
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
 
 from .calibrate import error_stats, write_profile
+from .grid import check_fits, default_base, grid
 from .measure import is_oom, measure_grid
 from .measurements import Row, resolve_spec, write_rows
-from .timing import Point, check_device
+from .timing import check_device, check_graphs
 
 # held out of the kernel profile's shapes: a Llama-style GQA model (tied embeddings), a Qwen2-style
 # one (q/k/v biases, tied embeddings, narrow hidden, wide MLP) and a MoE (128 experts, top-8)
 HELD_OUT = ("llama-3.2-1b", "qwen2.5-0.5b", "qwen3-30b-a3b")
-GRIDS = {  # batches, prompt lengths (prefill), decode contexts
-    "default": ((1, 4), (64, 256), (64, 256)),
-    # quick: prompts half as long: the 1024-token prefills at fp32 (2.4-2.7 s a call, 3 calls each)
-    # were 40% of a quick run's timed passes on a 2-vCPU machine
-    "quick": ((1, 4), (32, 128), (64, 256)),
-}
 BUDGET_S = {"default": 120.0, "quick": 24.0}  # timing budget for the whole grid of all models
 MAX_CALL_S = {"default": 5.0, "quick": 3.0}  # a point whose single call is slower is skipped
 ROUNDS = {"default": 3, "quick": 2}  # passes over the grid; each point's samples are pooled
@@ -119,57 +114,6 @@ class Run:
             self.spent[part] = self.spent.get(part, 0.0) + time.perf_counter() - t
 
 
-def default_base(device: str, name: str) -> str | None:
-    """The catalog profile for this device: cpu-generic-2core on CPU; on CUDA the catalog
-    name whose first word (h200, a100, l40s, ...) is a word of the device name."""
-    cat = hardware_catalog()
-    if not device.startswith("cuda"):
-        return "cpu-generic-2core" if "cpu-generic-2core" in cat else None
-    words = set("".join(c if c.isalnum() else " " for c in name.lower()).split())
-    hits = sorted(n for n in cat if n.split("-")[0] in words)
-    return hits[0] if hits else None
-
-
-def grid(spec: ModelSpec, mode: str, dtypes) -> list[Point]:
-    batches, prompts, contexts = GRIDS[mode]
-    T = [t for t in prompts if t <= spec.max_context] or [max(1, spec.max_context // 2)]
-    S = [s for s in contexts if s + 1 <= spec.max_context] or [max(1, spec.max_context // 2)]
-    pts = []
-    for d in dtypes:
-        pts += [Point(d, "prefill", b, t) for b in batches for t in T]
-        pts += [Point(d, "decode", b, s) for b in batches for s in S]
-    return pts
-
-
-def check_fits(spec: ModelSpec, dtypes, points: list[Point], device: str, available: float) -> None:
-    """A model too large for the device at this depth is an input error, with a --layers hint."""
-    from .reference import reduced
-
-    widest = max(dtypes, key=lambda d: {"fp32": 4, "bf16": 2, "fp16": 2}.get(d, 2))
-    B = max(p.batch for p in points)
-    n = max(p.size + 1 for p in points)
-    act = 6 * B * max(p.size for p in points if p.phase == "prefill") * max(
-        spec.hidden_size, spec.mlp.intermediate_size or 0) * 4.0
-
-    def need(s: ModelSpec) -> float:
-        return float(s.weight_bytes(widest) + s.kv_cache_bytes(n, B, widest)) + act
-
-    total = need(spec)
-    if total <= 0.8 * available:
-        return
-    one = need(reduced(spec, 1)) if spec.num_layers > 1 else total
-    per_layer = (total - one) / max(spec.num_layers - 1, 1)
-    fit = int((0.8 * available - one) // per_layer) + 1 if per_layer > 0 and one <= 0.8 * available else 0
-    if fit >= 1:
-        hint = f"; try --layers {max(1, min(fit, spec.num_layers - 1))}"
-    elif widest == "fp32" and one / 2 <= 0.8 * available:
-        hint = "; try --layers 1 --dtype bf16 (one fp32 layer with its embedding and lm_head is too large)"
-    else:
-        hint = "; even --layers 1 does not fit (its embedding and lm_head alone are too large)"
-    raise SpecError("--model", None, f"{spec.name} ({spec.num_layers} layers, {widest}) needs about "
-                                     f"{total / GB:.1f} GB; {device} has {available / GB:.1f} GB available{hint}")
-
-
 def _builder(impl: str, spec: ModelSpec):
     if impl == "hf":
         from .hf import HFDecoder, llama_config
@@ -225,8 +169,7 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
     device, cuda = opts.device, opts.device.startswith("cuda")
     if opts.threads is not None and cuda:
         raise SpecError("--threads", None, "sets CPU threads; it does not apply to --device cuda")
-    if opts.graphs and not cuda:
-        raise SpecError("--cuda-graphs", None, "replays CUDA graphs; it needs --device cuda")
+    check_graphs(device, opts.graphs)
     if opts.graphs and opts.impl != "reference":
         raise SpecError("--cuda-graphs", None, "times the reference decoder (--impl reference) only")
     name = probes_mod.device_name(device)

@@ -112,6 +112,12 @@ def check_device(device: str):
     return torch
 
 
+def check_graphs(device: str, graphs: bool) -> None:
+    """--cuda-graphs needs a CUDA device: a SpecError on any other."""
+    if graphs and not device.startswith("cuda"):
+        raise SpecError("--cuda-graphs", None, "replays CUDA graphs; it needs --device cuda")
+
+
 def synchronizer(device: str) -> Callable[[], None]:
     if device.startswith("cuda"):
         import torch

@@ -173,9 +173,10 @@ def test_bad_options_exit_2(tmp_path, args, text):
 def test_oom_at_a_point_is_skipped_and_said(profile_dir, tmp_path, monkeypatch):
     from validate import runner as run_mod
     from validate import timing
+    from validate.grid import GRIDS
 
     real = timing.prefill_fn
-    longest = max(run_mod.GRIDS["quick"][1])
+    longest = max(GRIDS["quick"][1])
 
     def flaky(model, batch, prompt_len, vocab, device):
         if batch == 4 and prompt_len == longest:
