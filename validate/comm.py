@@ -25,7 +25,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -51,18 +50,20 @@ def loopback_interface() -> str:
 RENDEZVOUS_VARS = ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCH_DISTRIBUTED_DEBUG")
 
 
-LAUNCHER_ENV = "ROOFLINE_COMM_LAUNCHER"  # the launcher's pid, for its workers' watch_parent
+# The read end of a pipe whose write end only the launcher holds: it reads as closed once the
+# launcher is gone, however it went (the kernel closes a killed process's files), for watch_parent.
+LAUNCHER_ENV = "ROOFLINE_COMM_LAUNCHER_FD"
 
 
-def worker_env(world_size: int, backend: str, store: str | Path) -> dict[str, str]:
-    """The workers' environment: the world size, the FileStore's path, and gloo (and NCCL's
-    bootstrap) bound to the loopback interface by name, so that no worker resolves a host name
-    or sends anything off the machine."""
+def worker_env(world_size: int, backend: str, store: str | Path, launcher_fd: int) -> dict[str, str]:
+    """The workers' environment: the world size, the FileStore's path, the launcher's pipe
+    (watch_parent), and gloo (and NCCL's bootstrap) bound to the loopback interface by name, so
+    that no worker resolves a host name or sends anything off the machine."""
     lo = loopback_interface()
     env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS_VARS}
     return {**env, "WORLD_SIZE": str(world_size), "ROOFLINE_COMM_STORE": str(store),
             "GLOO_SOCKET_IFNAME": lo, "NCCL_SOCKET_IFNAME": lo, "TP_SOCKET_IFNAME": lo,
-            "ROOFLINE_COMM_BACKEND": backend, "OMP_NUM_THREADS": "1", LAUNCHER_ENV: str(os.getpid())}
+            "ROOFLINE_COMM_BACKEND": backend, "OMP_NUM_THREADS": "1", LAUNCHER_ENV: str(launcher_fd)}
 
 
 def socket_addresses() -> list[str]:
@@ -110,24 +111,41 @@ def _time_op(fn, repeats: int, sync) -> float:
     return float(np.percentile(times, 25))
 
 
-def watch_parent(folder: str, every_s: float = 0.2) -> threading.Thread:
-    """A worker outlives no launcher: once its parent is gone (a SIGKILLed validate-comm, which
-    can clean up nothing), the worker removes the run's temporary folder and exits. The parent is
-    the launcher that `worker_env` names, not whichever process is the parent when the worker gets
-    here: a launcher killed while a slow worker was still importing has already handed it to init,
-    and a watch of that new parent would never end."""
+def watch_parent(folder: str, every_s: float = 0.2) -> int | None:
+    """A worker outlives no launcher: once the launcher is gone (a SIGKILLed validate-comm, which
+    can clean up nothing), the run's temporary folder is removed and the worker killed.
+
+    The watch is a process of its own, forked before torch is imported, not a thread: torch's
+    calls may block holding the GIL (FileStore's constructor retries an open of its file, for
+    minutes, once another worker's watch has removed the folder), and a thread then never runs.
+    It waits on the pipe the launcher names (LAUNCHER_ENV), which reads as closed whenever the
+    launcher is gone: killed, or gone before this worker began to watch. It ends quietly once the
+    worker has ended (it is then reparented). Returns the watch's pid (None: no launcher named,
+    or no fork on this platform)."""
+    import select
+    import signal
+
     named = os.environ.get(LAUNCHER_ENV, "")
-    parent = int(named) if named.isdigit() else os.getppid()
-
-    def watch():
-        while os.getppid() == parent:
-            time.sleep(every_s)
-        shutil.rmtree(folder, ignore_errors=True)
-        os._exit(1)
-
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    return thread
+    if not named.isdigit() or not hasattr(os, "fork"):
+        return None
+    fd, worker = int(named), os.getpid()
+    pid = os.fork()
+    if pid:
+        os.close(fd)  # the watch holds it
+        return pid
+    try:  # the watch: os calls only, and never back into the worker's code
+        null = os.open(os.devnull, os.O_RDWR)
+        for std in (0, 1, 2):  # the launcher reads the worker's output until every holder closes it
+            os.dup2(null, std)
+        while os.getppid() == worker:
+            ready, _, _ = select.select([fd], [], [], every_s)
+            if ready and not os.read(fd, 1):  # closed: the launcher is gone
+                if os.getppid() == worker:
+                    shutil.rmtree(folder, ignore_errors=True)
+                    os.kill(worker, signal.SIGKILL)
+                break
+    finally:
+        os._exit(0)
 
 
 def worker(sizes: list[int], repeats: int, out_path: str) -> None:
@@ -173,24 +191,36 @@ def launch(world_size: int, sizes: list[int], repeats: int, backend: str, timeou
     """Start ``world_size`` workers as torchrun would and return rank 0's measurements."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "comm.json"
-        env = worker_env(world_size, backend, Path(tmp) / "store")
+        alive, held = os.pipe()  # the workers watch ``alive``; ``held`` closes when this process ends
+        env = worker_env(world_size, backend, Path(tmp) / "store", alive)
         args = [sys.executable, "-m", f"{__package__}.comm", json.dumps(sizes), str(repeats), str(out)]
-        procs = [subprocess.Popen(args, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for r in range(world_size)]
-        errors = []
-        for p in procs:
-            try:
-                _, err = p.communicate(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                _, err = p.communicate()
-                errors.append("timed out")
-            if p.returncode:
-                errors.append(err.strip().splitlines()[-1] if err.strip() else f"exit {p.returncode}")
-        if errors or not out.exists():
-            raise RuntimeError(f"torch.distributed workers failed: {errors[0] if errors else 'no result'}")
-        return json.loads(out.read_text())
+        try:
+            procs = [subprocess.Popen(args, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}, pass_fds=(alive,),
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                     for r in range(world_size)]
+        finally:
+            os.close(alive)
+        try:
+            return _collect(procs, out, timeout_s)
+        finally:
+            os.close(held)
+
+
+def _collect(procs: list[subprocess.Popen], out: Path, timeout_s: float) -> dict:
+    """Wait for the workers; rank 0's measurements, or a RuntimeError naming the first failure."""
+    errors = []
+    for p in procs:
+        try:
+            _, err = p.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+            errors.append("timed out")
+        if p.returncode:
+            errors.append(err.strip().splitlines()[-1] if err.strip() else f"exit {p.returncode}")
+    if errors or not out.exists():
+        raise RuntimeError(f"torch.distributed workers failed: {errors[0] if errors else 'no result'}")
+    return json.loads(out.read_text())
 
 
 def fit(sizes, times, n: int, algo: str) -> tuple[float, float]:

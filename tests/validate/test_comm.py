@@ -68,8 +68,8 @@ def _loopback(text: str) -> bool:
 def test_workers_stay_on_loopback(tmp_path, monkeypatch):
     # environment: no caller's rendezvous address leaks through; gloo bound to the loopback interface
     monkeypatch.setenv("MASTER_ADDR", "example.invalid")
-    env = worker_env(2, "gloo", tmp_path / "store")
-    assert "MASTER_ADDR" not in env and env["ROOFLINE_COMM_STORE"] == str(tmp_path / "store")
+    env = worker_env(2, "gloo", tmp_path / "store", 7)
+    assert env["ROOFLINE_COMM_LAUNCHER_FD"] == "7" and "MASTER_ADDR" not in env and env["ROOFLINE_COMM_STORE"] == str(tmp_path / "store")
     assert env["GLOO_SOCKET_IFNAME"] in ("lo", "lo0") and env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"]
     # every inet socket the two workers held (gloo pairs) is on loopback
     res = validate_comm(2, tmp_path / "comm", "gloo", quick=True, repeats=2)
@@ -148,20 +148,49 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_worker_started_after_its_launcher_died_exits(tmp_path):
-    """A worker whose launcher was killed before the worker began to watch (a slow import on a
-    loaded machine: it was reparented first) still notices: it watches the launcher the
-    environment names, not the parent it finds. Before, it watched its new parent forever."""
+    """A worker whose launcher was gone before the worker began to watch (a slow import on a
+    loaded machine) still notices: the launcher's pipe reads as closed however long ago it went."""
     import os
     import time
 
     folder = tmp_path / "run"
     folder.mkdir()
+    alive, held = os.pipe()
+    os.close(held)  # the launcher is gone before the worker starts
     code = ("import sys, time; from validate.comm import watch_parent; watch_parent(sys.argv[1], 0.05); "
             "time.sleep(60)")
-    # the worker's parent is this process; the launcher it is told of is another (this one's parent)
-    env = {**os.environ, "ROOFLINE_COMM_LAUNCHER": str(os.getppid())}
+    env = {**os.environ, "ROOFLINE_COMM_LAUNCHER_FD": str(alive)}
     t0 = time.time()
-    proc = subprocess.run([sys.executable, "-c", code, str(folder)], cwd=ROOT, env=env, timeout=50)
+    proc = subprocess.run([sys.executable, "-c", code, str(folder)], cwd=ROOT, env=env, pass_fds=(alive,), timeout=50)
+    os.close(alive)
     assert time.time() - t0 < 30, "the worker slept on: it never saw its launcher gone"
-    assert proc.returncode == 1
+    assert proc.returncode == -9  # killed by its watch
     assert not folder.exists()
+
+
+def test_a_worker_blocked_holding_the_gil_is_still_stopped(tmp_path):
+    """The watch is a process: a worker stuck in a call that never lets go of the GIL (as torch's
+    FileStore constructor retries the open of a removed file) is killed all the same. A thread
+    watching from inside the worker never ran here (the launcher-kill test above hung on it)."""
+    import os
+    import time
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    alive, held = os.pipe()
+    # re.match of a catastrophic pattern: seconds of C code that never releases the GIL
+    code = ("import re, sys; from validate.comm import watch_parent; watch_parent(sys.argv[1], 0.05); "
+            "print('ready', flush=True); re.match(r'(a*)*b', 'a' * 40)")
+    env = {**os.environ, "ROOFLINE_COMM_LAUNCHER_FD": str(alive)}
+    proc = subprocess.Popen([sys.executable, "-c", code, str(folder)], cwd=ROOT, env=env, pass_fds=(alive,),
+                            stdout=subprocess.PIPE, text=True)
+    os.close(alive)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        t0 = time.time()
+        os.close(held)  # the launcher goes
+        assert proc.wait(timeout=50) == -9
+        assert time.time() - t0 < 30 and not folder.exists()
+    finally:
+        proc.kill()  # a failed watch leaves the match running for ever
+        proc.wait()
