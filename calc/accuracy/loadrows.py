@@ -78,6 +78,11 @@ class LoadRow:
     # scripts' old default, draws prompts from [1, L]: drawn_lengths), L the row's input_len /
     # output_len; None: every request at the row's lengths ("fixed", or "mean": the means)
     range_ratio: float | None = None
+    # lengths "varied O" or "varied P/O": the published lengths are the means of lengths that varied
+    # per request (a dataset such as ShareGPT, or outputs that end at EOS before max_tokens), their
+    # distribution unpublished: each request's output (and, with P, its prompt) is drawn on [1, cap]
+    # from the maximum-entropy distribution with the published mean (maxent_lengths); (P or None, O)
+    length_caps: tuple[int | None, int] | None = None
     # the first N requests' prompts already in the server's prefix cache (from an earlier run of the
     # same prompts, as the publisher's server log shows it; SOURCES.md): calc.accuracy.scenario's
     # Conditions.cached_requests
@@ -93,23 +98,63 @@ class LoadRow:
         return self.concurrency if self.load == "concurrency" else self.num_prompts if self.load == "burst" else None
 
 
-def _range_ratio(text: str, where: str) -> float | None:
-    """The ``lengths`` column: "fixed" or "mean" (None), or "uniform R" with 0 <= R <= 1."""
-    kind, _, ratio = (text or "").partition(" ")
-    if kind in ("fixed", "mean") and not ratio:
-        return None
-    value = csv_number(ratio) if kind == "uniform" else None
-    if value is None or not 0 <= value <= 1:
-        raise SpecError(where, "lengths", f"{text!r}: expected fixed, mean or uniform R (0 <= R <= 1)")
-    return value
+def _lengths(text: str, where: str) -> tuple[float | None, tuple[int | None, int] | None]:
+    """The ``lengths`` column as (range ratio, caps): "fixed" or "mean" (None, None), "uniform R" with
+    0 <= R <= 1 (R, None), "varied O" (None, (None, O)) or "varied P/O" (None, (P, O)), caps whole
+    numbers of at least 1."""
+    kind, _, arg = (text or "").partition(" ")
+    if kind in ("fixed", "mean") and not arg:
+        return None, None
+    if kind == "uniform":
+        value = csv_number(arg)
+        if value is not None and 0 <= value <= 1:
+            return value, None
+    if kind == "varied":
+        head, _, tail = arg.rpartition("/")
+        caps = [csv_number(x) for x in ((head, tail) if head else (tail,))]
+        if all(c is not None and c >= 1 and c == int(c) for c in caps):
+            return None, (int(caps[0]) if head else None, int(caps[-1]))
+    raise SpecError(where, "lengths", f"{text!r}: expected fixed, mean, uniform R (0 <= R <= 1), varied O or "
+                                      "varied P/O (caps whole numbers >= 1)")
+
+
+def maxent_lengths(mean: float, cap: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` whole lengths on [1, cap] whose mean is ``mean``: drawn from the maximum-entropy
+    distribution on that support with that mean (p(k) proportional to exp(-lam k), a geometric
+    law truncated at ``cap``; lam < 0 where the mean lies above the middle, uniform at it), then
+    scaled so that their total is the published n x mean (rounded, kept on [1, cap]); a mean at
+    or beyond an end gives that end. The least-committal law where only the mean and the bounds
+    are known."""
+    if mean >= cap or mean <= 1:
+        return np.full(n, cap if mean >= cap else 1, dtype=np.int64)
+    k = np.arange(1, cap + 1, dtype=float)
+    z = (k - k.mean()) / cap  # centred and scaled, so lam's search range does not depend on cap
+
+    def law(lam: float) -> np.ndarray:
+        e = -lam * z
+        w = np.exp(e - e.max())  # finite for any lam
+        return w / w.sum()
+
+    lo, hi = -2000.0, 2000.0  # the mean falls as lam grows; these ends reach within 1e-3 of 1 and cap
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if law(mid) @ k > mean else (lo, mid)
+    x = rng.choice(cap, size=n, p=law(0.5 * (lo + hi))) + 1.0
+    return np.clip(np.rint(x * (mean * n / x.sum())), 1, cap).astype(np.int64)
 
 
 def drawn_lengths(r: LoadRow, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` requests' prompt and output lengths as a ``uniform R`` row's benchmark draws them
-    (numpy integers, each length on its own, as SGLang's bench_serving sample_random_requests
-    draws them: prompts from [max(int(L x R), 1), L], outputs from [int(L x R), L], where an output
-    of 0 still yields its one token; seeded, so scoring is repeatable)."""
+    """``n`` requests' prompt and output lengths as the row's benchmark drew them (seeded, so
+    scoring is repeatable). ``uniform R``: numpy integers, each length on its own, as SGLang's
+    bench_serving sample_random_requests draws them: prompts from [max(int(L x R), 1), L], outputs
+    from [int(L x R), L], where an output of 0 still yields its one token. ``varied``: outputs (and
+    with a prompt cap, prompts) from maxent_lengths at the published means; prompts otherwise at
+    their mean."""
     rng = np.random.default_rng(seed)
+    if r.length_caps is not None:
+        P, O = r.length_caps
+        T = maxent_lengths(r.prompt_len, P, n, rng) if P else np.full(n, max(round(r.prompt_len), 1), dtype=np.int64)
+        return T, maxent_lengths(r.output_len, O, n, rng)
     R = r.range_ratio
     T = rng.integers(max(int(r.prompt_len * R), 1), int(r.prompt_len) + 1, size=n)
     G = rng.integers(int(r.output_len * R), int(r.output_len) + 1, size=n)
@@ -165,7 +210,7 @@ def load_rows(path: Path = UNDER_LOAD) -> tuple[list[LoadRow], list[tuple[str, s
             if why:
                 skipped.append((rid, why))
                 continue
-            ratio = _range_ratio(r["lengths"], where)
+            ratio, caps = _lengths(r["lengths"], where)
             w = r["weight_dtype"]
             rows.append(LoadRow(
                 id=rid, run=r["run"], publisher=r["publisher"], engine=r["engine"], model=r["model"], hardware=r["gpu"],
@@ -175,7 +220,7 @@ def load_rows(path: Path = UNDER_LOAD) -> tuple[list[LoadRow], list[tuple[str, s
                 concurrency=int(conc) if conc else None, rate_per_s=rate,
                 num_prompts=int(n) if n else None, prompt_len=T, output_len=G, metric=r["metric"],
                 statistic=r["statistic"], value=value, engine_args=_engine_args(r["engine_args"], where),
-                engine_version=r["engine_version"] or "", range_ratio=ratio,
+                engine_version=r["engine_version"] or "", range_ratio=ratio, length_caps=caps,
                 cached_requests=_cached_requests(r["cached_requests"], n, where)))
     _check_runs(rows, path)
     return rows, skipped
@@ -233,13 +278,13 @@ def simulated_requests(r: LoadRow) -> int:
 def scenario(run_rows: list[LoadRow], preset: str):
     """The run as calc.accuracy.scenario resolves a benchmark file's run: every condition
     from the rows (as options), the lengths fixed at the published values (or means), or drawn
-    per request as the run's benchmark drew them (``uniform R``)."""
+    per request as the run's benchmark drew them (``uniform R``), or from their means (``varied``)."""
     from calc.accuracy.scenario import Conditions, resolve
 
     r = run_rows[0]
     n = simulated_requests(r)
     lens, fixed = {}, {"prompt_len": r.prompt_len, "output_len": r.output_len}
-    if r.range_ratio is not None:  # per-request lengths, as a result file carries them
+    if r.range_ratio is not None or r.length_caps is not None:  # per-request lengths, as a result file carries them
         T, G = drawn_lengths(r, n)
         lens, fixed = {"prompt_lens": tuple(T.tolist()), "output_lens": tuple(G.tolist())}, {}
     run = Run(file=str(UNDER_LOAD), format="vllm-serve", label=r.run, load=r.load,

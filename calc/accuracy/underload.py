@@ -207,7 +207,10 @@ rows. One simulation per run, of the run's own request count, uncapped (a burst:
 requests; {ROUNDS_UNSTATED} per client where the
 count is not published), each request at the published lengths, or (lengths "uniform R", as
 the benchmark's random dataset drew them) at its own, drawn from [int(L x R), L] (prompts at least 1 token, outputs at least 1) with a fixed
-seed; a median ITL is predicted as the median request's TPOT. A run whose engine version a
+seed, or (lengths "varied O" / "varied P/O": published means of lengths that varied, a dataset such
+as ShareGPT or outputs that end at EOS) at its own output (and prompt) drawn on [1, cap] from the
+maximum-entropy law with the published mean (a geometric law truncated at the cap), scaled to the
+run's total; a median ITL is predicted as the median request's TPOT. A run whose engine version a
 preset's `by_version` rules name runs that version's scheduler and kernels (calc/data/engines.yaml,
 each rule cited there: {_version_rules()}). Load level is
 the number of requests in flight (clients, or a burst's size); open-loop runs are "rate". Cells:

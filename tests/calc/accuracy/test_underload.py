@@ -16,10 +16,11 @@ from calc.accuracy.loadrows import (
     MEASURED,
     UNDER_LOAD,
     LoadRow,
-    _range_ratio,
+    _lengths,
     drawn_lengths,
     level,
     load_rows,
+    maxent_lengths,
     preset_name,
     scenario,
     simulated_requests,
@@ -47,7 +48,7 @@ def test_every_row_states_its_source_and_conditions():
         assert r["engine"] in KNOWN_ENGINES and r["engine_version"], r["id"]
         assert (r["metric"], r["statistic"]) in MEASURED, r["id"]
         assert float(r["value"]) > 0 and float(r["input_len"]) > 0 and float(r["output_len"]) > 0, r["id"]
-        assert r["lengths"] in ("fixed", "mean", "uniform 0.8", "uniform 0") and r["load"] in ("concurrency", "rate", "burst"), r["id"]
+        assert r["lengths"] in ("fixed", "mean", "uniform 0.8", "uniform 0", "varied 150", "varied 1024/2044") and r["load"] in ("concurrency", "rate", "burst"), r["id"]
         assert int(r["tp"]) >= 1 and int(r["num_gpus"]) >= int(r["tp"]), r["id"]
     assert len({r["id"] for r in raw}) == len(raw)
     rows, skipped = load_rows()
@@ -203,9 +204,48 @@ def test_range_ratio_zero_draws_as_sglangs_sample_random_requests():
     assert T.min() == 1 and T.max() == 1024 and G.min() == 0 and G.max() == 512
     assert T.mean() == pytest.approx(512.5, abs=3 * 1024 / math.sqrt(12 * 20000))  # sd of U{1..1024}: ~1024 / sqrt(12)
     assert G.mean() == pytest.approx(256.0, abs=3 * 513 / math.sqrt(12 * 20000))
-    assert _range_ratio("uniform 0", "f") == 0.0 and _range_ratio("fixed", "f") is None
+    assert _lengths("uniform 0", "f") == (0.0, None) and _lengths("fixed", "f") == (None, None)
     with pytest.raises(SpecError, match="0 <= R <= 1"):
-        _range_ratio("uniform 1.5", "f")
+        _lengths("uniform 1.5", "f")
+
+
+def test_varied_lengths_parse_as_caps_and_bad_ones_name_the_column():
+    """"varied O": outputs vary up to O, prompts stay at their mean; "varied P/O": both vary."""
+    assert _lengths("varied 150", "f") == (None, (None, 150))
+    assert _lengths("varied 1024/2044", "f") == (None, (1024, 2044))
+    for bad in ("varied", "varied 0", "varied 1.5", "varied x/10", "varied 10/", "mean 3"):
+        with pytest.raises(SpecError, match="lengths.*varied P/O"):
+            _lengths(bad, "f")
+
+
+def test_maxent_lengths_keep_the_published_mean_and_bounds():
+    """The maximum-entropy law on [1, cap] with mean m is p(k) ~ exp(-lam k): at m = (1 + cap) / 2
+    lam = 0 and the law is uniform; a mean at the cap leaves every length at the cap; for a cap
+    far above the mean (ShareGPT: 214 of 2044) it is a geometric law, whose median is about
+    ln 2 x m = 148 (exponential: median / mean = ln 2), well below the mean: the long tail that
+    fixed means hide. Every draw is rescaled to the published total, n x m."""
+    rng = np.random.default_rng(1)
+    u = maxent_lengths(512.5, 1024, 40000, rng)
+    assert u.min() >= 1 and u.max() <= 1024 and u.mean() == pytest.approx(512.5, abs=1)
+    # uniform on 1..1024: each quarter holds a quarter of the draws (sd of a share: sqrt(.25 x .75 / 40000) = 0.0022)
+    assert np.histogram(u, bins=[1, 257, 513, 769, 1025])[0] / 40000 == pytest.approx([0.25] * 4, abs=0.01)
+    assert maxent_lengths(80, 80, 7, rng).tolist() == [80] * 7 and maxent_lengths(90, 80, 3, rng).tolist() == [80] * 3
+    g = maxent_lengths(214, 2044, 40000, rng)
+    assert g.mean() == pytest.approx(214, abs=0.5) and g.max() <= 2044
+    assert np.median(g) == pytest.approx(math.log(2) * 214, rel=0.05)
+    few = maxent_lengths(63.5, 150, 2, rng)  # a burst of two: the total still 2 x 63.5 = 127
+    assert few.sum() == pytest.approx(127, abs=1) and few.max() <= 150
+
+
+def test_varied_rows_draw_outputs_around_their_mean_and_keep_fixed_prompts():
+    """lengths "varied 150" (sonnet prompts of about 80 tokens, outputs ending at EOS before 150):
+    prompts all at the mean, outputs spread on [1, 150] with the run's mean."""
+    r = LoadRow(**{**_load("v", "P", conc=8, n=500).__dict__, "prompt_len": 80.4, "output_len": 60.0,
+                   "length_caps": (None, 150)})
+    sc = scenario([r], "vllm")
+    assert set(sc.prompt_lens.tolist()) == {80}
+    assert sc.output_lens.size == 500 and sc.output_lens.max() <= 150 and sc.output_lens.min() >= 1
+    assert sc.output_lens.mean() == pytest.approx(60.0, abs=0.5) and sc.output_lens.std() > 20
 
 
 def test_a_runs_engine_arguments_are_read_under_the_engines_own_names():
