@@ -292,7 +292,7 @@ def _serving(sc: Scenario, preset: EngineSpec) -> dict[str, float]:
                            process="poisson" if b == 1.0 else "gamma", cv=1.0 / math.sqrt(b), prefix=prefix)
         else:
             sim = simulate(rep, T[mine], G[mine], concurrency=clients)
-        serving = preset.request_overhead_s
+        serving = preset.request_overhead_s if run.served else 0.0  # an in-process tool has no server
         ttft, e2e = sim.ttft_s + serving, sim.e2e_s + serving
         multi = sim.output_len > 1
         tpot = ((sim.finish_s - sim.first_token_s)[multi] / (sim.output_len[multi] - 1))

@@ -31,7 +31,7 @@ UNDER_LOAD = shipped("accuracy", "reports/accuracy") / "under_load.csv"
 COLUMNS = ("id", "run", "publisher", "source", "engine", "engine_version", "model", "weight_dtype", "kv_dtype",
            "act_dtype", "gpu", "num_gpus", "tp", "ep", "load", "concurrency", "request_rate", "num_prompts", "input_len",
            "output_len", "lengths", "metric", "statistic", "value", "unit", "tool", "engine_args", "notes",
-           "cached_requests")
+           "cached_requests", "timing")
 # (metric, statistic) -> the name calc.accuracy.compare predicts it under. A median ITL is
 # predicted as the median request's TPOT: the simulator keeps per-request times, not every
 # token's gap (for runs of fixed lengths the two agree up to the prefill steps a decode waits on).
@@ -87,6 +87,9 @@ class LoadRow:
     # same prompts, as the publisher's server log shows it; SOURCES.md): calc.accuracy.scenario's
     # Conditions.cached_requests
     cached_requests: int = 0
+    # timing "server" (a client through the engine's serving API) or "offline" (the engine driven in
+    # process, LMDeploy's profile_generation): whether TTFT and e2e hold request_overhead_us
+    served: bool = True
 
     @property
     def measured_as(self) -> str:
@@ -221,14 +224,22 @@ def load_rows(path: Path = UNDER_LOAD) -> tuple[list[LoadRow], list[tuple[str, s
                 num_prompts=int(n) if n else None, prompt_len=T, output_len=G, metric=r["metric"],
                 statistic=r["statistic"], value=value, engine_args=_engine_args(r["engine_args"], where),
                 engine_version=r["engine_version"] or "", range_ratio=ratio, length_caps=caps,
-                cached_requests=_cached_requests(r["cached_requests"], n, where)))
+                cached_requests=_cached_requests(r["cached_requests"], n, where),
+                served=_served(r["timing"], where)))
     _check_runs(rows, path)
     return rows, skipped
 
 
 RUN_FIELDS = ("publisher", "engine", "model", "hardware", "weight_dtype", "kv_dtype", "compute_dtype", "gpus", "tp",
               "load", "concurrency", "rate_per_s", "num_prompts", "prompt_len", "output_len", "engine_args",
-              "cached_requests")
+              "cached_requests", "served")
+
+
+def _served(text: str, where: str) -> bool:
+    """The timing cell: "server" (True) or "offline" (False)."""
+    if text not in ("server", "offline"):
+        raise SpecError(where, "timing", f"{text!r}: expected server or offline")
+    return text == "server"
 
 
 def _cached_requests(text: str, n: float | None, where: str) -> int:
@@ -287,7 +298,7 @@ def scenario(run_rows: list[LoadRow], preset: str):
     if r.range_ratio is not None or r.length_caps is not None:  # per-request lengths, as a result file carries them
         T, G = drawn_lengths(r, n)
         lens, fixed = {"prompt_lens": tuple(T.tolist()), "output_lens": tuple(G.tolist())}, {}
-    run = Run(file=str(UNDER_LOAD), format="vllm-serve", label=r.run, load=r.load,
+    run = Run(file=str(UNDER_LOAD), format="vllm-serve", label=r.run, load=r.load, served=r.served,
               measured={x.measured_as: x.value for x in run_rows}, concurrency=r.concurrency,
               rate_per_s=r.rate_per_s, num_requests=n, prompt_len=r.prompt_len,
               output_len=r.output_len, model_id=r.model, **lens)

@@ -20,7 +20,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from calc.accuracy.rows import PUBLISHED, Row
+from calc.accuracy.rows import PUBLISHED, TIMED, Row
 from calc.core.errors import SpecError
 from calc.core.units import DEFAULT_GROUP_SIZE
 from calc.spec import catalog
@@ -49,8 +49,10 @@ def predict(row: Row, preset: EngineSpec | None) -> float:
 
 
 def serving_time(row: Row, preset: EngineSpec | None) -> float:
-    """The preset's per-request serving time (outside the model) a client-side TTFT or e2e adds."""
-    if preset is None or row.metric not in ("ttft_s", "e2e_s"):
+    """The preset's per-request serving time (outside the model) a client-side TTFT or e2e adds:
+    only where a client timed the request through the engine's server (``row.served``), never an
+    offline benchmark's (vLLM's benchmark_latency), which has no server to pass."""
+    if preset is None or row.metric not in TIMED or not row.served:
         return 0.0
     return preset.request_overhead_s  # reads SERVING_FIELD (0 for the ideal preset)
 

@@ -47,6 +47,10 @@ class Row:
     metric: str
     value: float
     engine_version: str = ""  # as published (the preset's by_version rules read it: calc.accuracy.predict)
+    # timing "server": a client timed the request through the engine's serving API (HTTP or gRPC,
+    # tokenising, streaming), so a TTFT or e2e holds the preset's request_overhead_us; "offline": the
+    # engine's own benchmark in process (vLLM's benchmark_latency), which holds none
+    served: bool = False
 
     @property
     def family(self) -> str:
@@ -151,6 +155,7 @@ def load_rows(path: Path = PUBLISHED) -> tuple[list[Row], list[tuple[str, str]]]
             tp, pp = (int(tp), 1) if tp is not None else (1, gpus)
             w = r["weight_dtype"]
             act = act_dtype_of(r["act_dtype"], f"{path}: row {rid}")
+            served = _timing(r.get("timing"), r["metric"], f"{path}: row {rid}")
             rows.append(Row(
                 id=rid, publisher=r["publisher"], engine=r["engine"], preset=ENGINE_OF.get(r["engine"], "default"),
                 model=model, hardware=r["gpu"], weight_dtype=w, kv_dtype=kv_dtype_of(w, r["kv_dtype"], model),
@@ -158,6 +163,19 @@ def load_rows(path: Path = PUBLISHED) -> tuple[list[Row], list[tuple[str, str]]]
                 batch=int(csv_number(r["batch"])) if csv_number(r["batch"]) else None,
                 concurrency=int(csv_number(r["concurrency"])) if csv_number(r["concurrency"]) else None,
                 prompt_len=max(int(T), 1), output_len=max(int(G), 1), metric=r["metric"], value=float(r["value"]),
-                engine_version=r.get("engine_version") or "",
+                engine_version=r.get("engine_version") or "", served=served,
             ))
     return rows, skipped
+
+
+TIMED = ("ttft_s", "e2e_s")  # the metrics a client's timing can hold the serving stack's time in
+
+
+def _timing(text: str | None, metric: str, where: str) -> bool:
+    """The ``timing`` column: "server" or "offline", required for a TTFT or e2e row (whether the
+    preset's per-request serving time is in it), else empty or either. True for "server"."""
+    text = (text or "").strip()
+    if text not in ("server", "offline", "") or (metric in TIMED and not text):
+        raise SpecError(where, "timing", f"{text!r}: expected server or offline"
+                                         f"{' (a ' + metric + ' row must say which)' if metric in TIMED else ''}")
+    return text == "server"

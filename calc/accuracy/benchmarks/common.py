@@ -67,6 +67,10 @@ class Run:
     tool_version: str | None = None
     conditions: dict[str, object] = field(default_factory=dict)  # named by the file: gpu, tp, dtypes, ...
     notes: tuple[str, ...] = ()
+    # False: the tool drove the engine in process (vllm bench latency, llama-bench, trtllm-bench,
+    # LMDeploy's profile_throughput), so its times hold no request through a server: no
+    # request_overhead_us (calc.accuracy.compare.predict)
+    served: bool = True
 
     @property
     def name(self) -> str:

@@ -112,7 +112,7 @@ def read(rows: list[dict], path: str) -> list[Run]:
         if number := S.count(r, "build_number", path, where, text=True):
             cond["engine_version"] = f"b{number}"
         runs.append(Run(
-            file=path, format="llama-bench", label=f"{i + 1}:{label}", load="batch", batch=1,
+            file=path, format="llama-bench", served=False, label=f"{i + 1}:{label}", load="batch", batch=1,
             measured=measured(**{metric: ts}), prompt_len=float(n_p), output_len=float(n_g), depth=depth,
             ubatch=ubatch or 512, model_id=text["model_filename"],
             tool_version=f"build {str(r.get('build_number'))[:20]} ({build})" if build else None, conditions=cond,

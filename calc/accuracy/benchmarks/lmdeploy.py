@@ -51,6 +51,6 @@ def read_csv(header: list[str], rows: list[list[str]], path: str) -> list[Run]:
             cond = {}
         cond.update({k: S.string(r, k, path, where) for k in ("backend", "dataset_name") if r.get(k)})
         run = serving_run(doc, path, "lmdeploy-throughput" if throughput else "lmdeploy-restful", label,
-                          "e2e_latency", where, text=True, conditions=cond)
+                          "e2e_latency", where, text=True, conditions=cond, served=not throughput)
         runs.append(run)
     return runs

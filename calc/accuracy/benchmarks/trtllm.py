@@ -79,7 +79,7 @@ def read(doc: dict, path: str) -> list[Run]:
     fraction = S.number(world, "kv_cache_percentage", path, "world_info.", high=1.0)
     if fraction is not None:
         notes.append(f"KV cache share {fraction:g} of free memory (free_gpu_memory_fraction)")
-    return [Run(file=path, format="trtllm-bench", label="run", num_requests=n, **load,
+    return [Run(file=path, format="trtllm-bench", served=False, label="run", num_requests=n, **load,
                 measured=measured(**metrics, output_tokens_per_s=S.number(
                     perf, "system_output_throughput_tok_s", path, "performance."),
                     requests_per_s=S.number(perf, "request_throughput_req_s", path, "performance.")),

@@ -61,7 +61,7 @@ def read_latency(doc: dict, path: str, index: int, count: int) -> Run:
     if not avg:
         raise SpecError(path, f"{where}avg_latency", f"must be a time of more than 0 s, got {doc.get('avg_latency')!r}")
     return Run(
-        file=path, format="vllm-latency", label=f"run {index + 1}" if count > 1 else "run", load="batch",
+        file=path, format="vllm-latency", served=False, label=f"run {index + 1}" if count > 1 else "run", load="batch",
         measured=measured(e2e_mean_s=avg, e2e_p50_s=S.latency(pct, "50", path, f"{where}percentiles.", 1.0),
                           e2e_p99_s=S.latency(pct, "99", path, f"{where}percentiles.", 1.0)),
         notes=("batch size and lengths are not in the file (vllm bench latency does not save its "

@@ -124,6 +124,19 @@ def test_client_side_times_carry_the_request_overhead():
     assert a["itl_mean_s"] > 0 and a["output_tokens_per_s"] > 0
 
 
+def test_an_in_process_benchmark_carries_no_request_overhead():
+    """vllm bench latency drives LLM.generate in process: no server between, so its e2e holds no
+    request_overhead_us (the per-pass fit once read it as if it did: SOURCES.md, timing)."""
+    run = read_results(BENCH / "published" / "vllmbk9515-llama-3.1-8b-h200-tp1.json")[0]
+    assert run.format == "vllm-latency" and not run.served
+    sc = resolve(run, Conditions())
+    base = load_preset("vllm")
+    a = predict(sc, base.model_copy(update={"request_overhead_us": 0.0}))
+    b = predict(sc, base.model_copy(update={"request_overhead_us": 8000.0}))
+    assert b["e2e_mean_s"] == a["e2e_mean_s"]
+    assert read_results(BENCH / "vllm-serve-concurrency16.json")[0].served  # a client through the server
+
+
 def test_rate_run_is_simulated_at_its_rate():
     run = read_results(BENCH / "vllm-serve-rate4-detailed.json")[0]
     sc = resolve(run, Conditions(hardware="h100-sxm"))

@@ -92,10 +92,14 @@ def test_predictor_adds_the_serving_time_without_a_new_prediction(monkeypatch):
     seen = Seen()
     monkeypatch.setattr("calc.accuracy.fit.model_metric", seen)
     pred, p = Predictor(("step_overhead_us", "request_overhead_us")), engines()["vllm"]
-    ttft = replace(TINY[0], metric="ttft_s")
+    ttft = replace(TINY[0], metric="ttft_s", served=True)
     a = pred(ttft, p.model_copy(update={"request_overhead_us": 0.0}))
     b = pred(ttft, p.model_copy(update={"request_overhead_us": 3000.0}))
     assert len(seen.calls) == 1 and b - a == pytest.approx(3000e-6, rel=1e-12)
+    # an offline TTFT (the engine's own benchmark, no server between) holds no serving time
+    offline = replace(ttft, served=False)
+    assert pred(offline, p.model_copy(update={"request_overhead_us": 3000.0})) == pred(
+        offline, p.model_copy(update={"request_overhead_us": 0.0}))
     monkeypatch.undo()
     real = Predictor(("request_overhead_us",))
     for q in (p, p.model_copy(update={"request_overhead_us": 3000.0})):
@@ -201,3 +205,20 @@ def test_a_closed_loop_tpot_row_is_the_mean_step_its_clients_see():
     fixed = float(estimate(load_model(row.model), hw, 16, 5000, 500, Setup.of(**kw, tp=1, pp=1)).tpot_s)
     assert tpot > fixed + 0.5 * f * (st.mixed_step_s - st.decode_step_s)  # the old prediction misses the prefill steps
     assert predict(replace(row, batch=16), preset) == pytest.approx(fixed, rel=1e-12)  # a fixed batch keeps its pass
+
+
+def test_every_timed_row_says_whether_a_server_was_in_the_timing(tmp_path):
+    """published.csv: a TTFT or e2e row states `timing` (server or offline); vLLM's benchmark_latency
+    rows are offline, a client's through Triton or NIM server; a TTFT row without it names the
+    file, the row and the column."""
+    from calc.accuracy.rows import PUBLISHED, load_rows
+
+    rows, _ = load_rows()
+    timed = {r.id: r.served for r in rows if r.metric in ("ttft_s", "e2e_s")}
+    assert timed and not timed["vllmbk9515-llama-3.1-8b-h200-tp1"] and timed["trt014-l31-8b-h200-ttft-467"]
+    text = PUBLISHED.read_text().splitlines()
+    bad = tmp_path / "p.csv"
+    bad.write_text("\n".join([text[0]] + [line.removesuffix(",server") + "," for line in text[1:]
+                                           if line.startswith("trt014-l31-8b-h200-ttft-467,")]) + "\n")
+    with pytest.raises(SpecError, match=r"p\.csv: row trt014-l31-8b-h200-ttft-467.*timing.*must say which"):
+        load_rows(bad)

@@ -22,6 +22,7 @@ from calc.accuracy.loadrows import (
     load_rows,
     maxent_lengths,
     preset_name,
+    runs,
     scenario,
     simulated_requests,
 )
@@ -83,7 +84,8 @@ def _write(tmp_path, **change):
     good = {c: "" for c in COLUMNS} | dict(
         id="x1", run="x", publisher="P", source="somewhere", engine="vllm", engine_version="0.6", model="llama-3.1-8b",
         weight_dtype="bf16", gpu="h100-sxm", num_gpus="1", tp="1", load="concurrency", concurrency="8",
-        input_len="128", output_len="64", lengths="fixed", metric="ttft_s", statistic="mean", value="0.1", unit="s")
+        input_len="128", output_len="64", lengths="fixed", metric="ttft_s", statistic="mean", value="0.1", unit="s",
+        timing="server")
     rows = [good | change] if "second" not in change else [good, good | change["second"]]
     path = tmp_path / "load.csv"
     with open(path, "w", newline="") as fh:
@@ -97,7 +99,7 @@ def _write(tmp_path, **change):
     (dict(value="-1"), "value"), (dict(value="0"), "value"), (dict(source=""), "source"),
     (dict(publisher=""), "publisher"), (dict(statistic="p42"), "metric"), (dict(metric="goodput"), "metric"),
     (dict(load="batch"), "load"), (dict(concurrency=""), "concurrency"), (dict(unit="ms"), "unit"),
-    (dict(engine_args="max_num_seqs"), "engine_args"),
+    (dict(engine_args="max_num_seqs"), "engine_args"), (dict(timing=""), "timing"), (dict(timing="client"), "timing"),
     (dict(lengths="uniform 1.5"), "lengths"), (dict(lengths="uniform"), "lengths"), (dict(lengths="zipf"), "lengths"),
     (dict(second=dict(id="x2", metric="tpot_s", concurrency="16")), "concurrency"),
     (dict(second=dict(id="x2")), "metric"),  # the same statistic twice in one run
@@ -394,3 +396,14 @@ def test_an_unstated_kv_dtype_is_the_checkpoints():
 
     # MLA's latent (kv_lora_rank 512 + rope 64) of 61 layers at bf16, replicated on each TP rank
     assert replica(sc, engines()["vllm"], 16).kv.kv_bytes_per_token == 61 * (512 + 64) * 2
+
+
+def test_lmdeploys_in_process_profiler_rows_reach_the_simulator_unserved():
+    """LMDeploy's profile_generation drives TurboMind in process: its TTFT holds no request through
+    a server, so its runs' scenarios say so (calc.accuracy.compare adds no request_overhead_us)."""
+    rows, _ = load_rows()
+    by_run = runs(rows)
+    lmd = [r for r in rows if r.publisher.startswith("LMDeploy")]
+    assert lmd and not any(r.served for r in lmd)
+    assert all(r.served for r in rows if not r.publisher.startswith("LMDeploy"))
+    assert not scenario(by_run[lmd[0].run], "lmdeploy").run.served

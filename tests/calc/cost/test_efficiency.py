@@ -202,9 +202,12 @@ def test_request_overhead_is_converted_once_and_read_alike():
 
     class Row:
         metric = "ttft_s"
+        served = True  # timed by a client through the server
 
     assert serving_time(Row, vllm) == vllm.request_overhead_s and serving_time(Row, ideal) == 0.0
-    Row.metric = "decode_tokens_per_s"
+    Row.served = False
+    assert serving_time(Row, vllm) == 0.0  # an in-process benchmark passes no server
+    Row.metric, Row.served = "decode_tokens_per_s", True
     assert serving_time(Row, vllm) == 0.0  # a rate measured inside the engine adds none
 
 
