@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from calc.accuracy.benchmarks import Run
-from calc.accuracy.rows import ENGINE_OF, act_dtype_of, compute_dtype_of, csv_number, kv_dtype_of
+from calc.accuracy.rows import ENGINE_OF, act_dtype_of, compute_dtype_of, csv_number, kv_dtype_of, served_of
 from calc.core.errors import SpecError
 from calc.spec.catalog import hardware_catalog, model_catalog, shipped
 
@@ -225,7 +225,7 @@ def load_rows(path: Path = UNDER_LOAD) -> tuple[list[LoadRow], list[tuple[str, s
                 statistic=r["statistic"], value=value, engine_args=_engine_args(r["engine_args"], where),
                 engine_version=r["engine_version"] or "", range_ratio=ratio, length_caps=caps,
                 cached_requests=_cached_requests(r["cached_requests"], n, where),
-                served=_served(r["timing"], where)))
+                served=served_of(r["timing"], where)))
     _check_runs(rows, path)
     return rows, skipped
 
@@ -233,13 +233,6 @@ def load_rows(path: Path = UNDER_LOAD) -> tuple[list[LoadRow], list[tuple[str, s
 RUN_FIELDS = ("publisher", "engine", "model", "hardware", "weight_dtype", "kv_dtype", "compute_dtype", "gpus", "tp",
               "load", "concurrency", "rate_per_s", "num_prompts", "prompt_len", "output_len", "engine_args",
               "cached_requests", "served")
-
-
-def _served(text: str, where: str) -> bool:
-    """The timing cell: "server" (True) or "offline" (False)."""
-    if text not in ("server", "offline"):
-        raise SpecError(where, "timing", f"{text!r}: expected server or offline")
-    return text == "server"
 
 
 def _cached_requests(text: str, n: float | None, where: str) -> int:

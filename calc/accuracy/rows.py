@@ -155,7 +155,7 @@ def load_rows(path: Path = PUBLISHED) -> tuple[list[Row], list[tuple[str, str]]]
             tp, pp = (int(tp), 1) if tp is not None else (1, gpus)
             w = r["weight_dtype"]
             act = act_dtype_of(r["act_dtype"], f"{path}: row {rid}")
-            served = _timing(r.get("timing"), r["metric"], f"{path}: row {rid}")
+            served = served_of(r.get("timing"), f"{path}: row {rid}", required=r["metric"] in TIMED)
             rows.append(Row(
                 id=rid, publisher=r["publisher"], engine=r["engine"], preset=ENGINE_OF.get(r["engine"], "default"),
                 model=model, hardware=r["gpu"], weight_dtype=w, kv_dtype=kv_dtype_of(w, r["kv_dtype"], model),
@@ -171,11 +171,11 @@ def load_rows(path: Path = PUBLISHED) -> tuple[list[Row], list[tuple[str, str]]]
 TIMED = ("ttft_s", "e2e_s")  # the metrics a client's timing can hold the serving stack's time in
 
 
-def _timing(text: str | None, metric: str, where: str) -> bool:
-    """The ``timing`` column: "server" or "offline", required for a TTFT or e2e row (whether the
-    preset's per-request serving time is in it), else empty or either. True for "server"."""
+def served_of(text: str | None, where: str, required: bool = True) -> bool:
+    """A ``timing`` cell (published.csv, under_load.csv): "server" (True) or "offline" (False);
+    empty is allowed where not ``required`` (a row of a metric no server time can be in)."""
     text = (text or "").strip()
-    if text not in ("server", "offline", "") or (metric in TIMED and not text):
+    if text not in ("server", "offline", "") or (required and not text):
         raise SpecError(where, "timing", f"{text!r}: expected server or offline"
-                                         f"{' (a ' + metric + ' row must say which)' if metric in TIMED else ''}")
+                                         f"{' (this row must say which)' if required else ''}")
     return text == "server"

@@ -220,5 +220,5 @@ def test_every_timed_row_says_whether_a_server_was_in_the_timing(tmp_path):
     bad = tmp_path / "p.csv"
     bad.write_text("\n".join([text[0]] + [line.removesuffix(",server") + "," for line in text[1:]
                                            if line.startswith("trt014-l31-8b-h200-ttft-467,")]) + "\n")
-    with pytest.raises(SpecError, match=r"p\.csv: row trt014-l31-8b-h200-ttft-467.*timing.*must say which"):
+    with pytest.raises(SpecError, match=r"p\.csv: row trt014-l31-8b-h200-ttft-467.*timing.*this row must say which"):
         load_rows(bad)
