@@ -118,6 +118,7 @@ def validate_cmd(
     budget: Annotated[float | None, typer.Option("--budget", min=1.0, help="Seconds of timing for the whole grid of passes (default 120; 24 with --quick).")] = None,
     impl: Annotated[str, typer.Option("--impl", help="reference (validate/reference.py) or hf (transformers' LlamaForCausalLM; Llama-style models).")] = "reference",
     graphs: GraphsOpt = False,
+    grid: Annotated[str | None, typer.Option("--grid", help="Passes to time: default (B 1, 4; prompts and contexts 64, 256), quick (prompts 32, 128) or serving (B 1, 8, 64; prompts 512, 2048 up to 16384 tokens; contexts 512, 4096: a loaded engine's steps, for a GPU). Default: quick with --quick.")] = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Kernel profile first, then whole prefill/decode passes of held-out models: predicted, then measured.
@@ -135,7 +136,7 @@ def validate_cmd(
     from calc.core.progress import bar
 
     with bar("validate", quiet) as progress:
-        res = run(Options(models, out, device, layers, dtypes, quick, hardware, threads, budget, impl, profile, graphs),
+        res = run(Options(models, out, device, layers, dtypes, quick, hardware, threads, budget, impl, profile, graphs, grid),
                   say=typer.echo, progress=progress)
     written = write_all(res)
     for line in summary_lines(res):

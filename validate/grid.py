@@ -17,7 +17,12 @@ GRIDS = {  # batches, prompt lengths (prefill), decode contexts
     # quick: prompts half as long: the 1024-token prefills at fp32 (2.4-2.7 s a call, 3 calls each)
     # were 40% of a quick run's timed passes on a 2-vCPU machine
     "quick": ((1, 4), (32, 128), (64, 256)),
+    # serving: the steps a loaded engine takes on a GPU: decode batches up to 64 at contexts up to 4096,
+    # prefills of up to PREFILL_TOKENS tokens (an engine's per-step token budget: vLLM's 8192 default,
+    # SGLang's 16384 chunk)
+    "serving": ((1, 8, 64), (512, 2048), (512, 4096)),
 }
+PREFILL_TOKENS = {"serving": 16384}  # B x T at most, for the grids that cap a prefill's tokens
 
 
 def default_base(device: str, name: str) -> str | None:
@@ -35,9 +40,10 @@ def grid(spec: ModelSpec, mode: str, dtypes) -> list[Point]:
     batches, prompts, contexts = GRIDS[mode]
     T = [t for t in prompts if t <= spec.max_context] or [max(1, spec.max_context // 2)]
     S = [s for s in contexts if s + 1 <= spec.max_context] or [max(1, spec.max_context // 2)]
+    cap = PREFILL_TOKENS.get(mode)
     pts = []
     for d in dtypes:
-        pts += [Point(d, "prefill", b, t) for b in batches for t in T]
+        pts += [Point(d, "prefill", b, t) for b in batches for t in T if cap is None or b * t <= cap]
         pts += [Point(d, "decode", b, s) for b in batches for s in S]
     return pts
 
@@ -47,13 +53,12 @@ def check_fits(spec: ModelSpec, dtypes, points: list[Point], device: str, availa
     from .reference import reduced
 
     widest = max(dtypes, key=lambda d: {"fp32": 4, "bf16": 2, "fp16": 2}.get(d, 2))
-    B = max(p.batch for p in points)
-    n = max(p.size + 1 for p in points)
-    act = 6 * B * max(p.size for p in points if p.phase == "prefill") * max(
-        spec.hidden_size, spec.mlp.intermediate_size or 0) * 4.0
+    kv = max(points, key=lambda p: p.batch * (p.size + 1))  # the largest cache a point holds
+    tokens = max(p.batch * p.size for p in points if p.phase == "prefill")
+    act = 6 * tokens * max(spec.hidden_size, spec.mlp.intermediate_size or 0) * 4.0
 
     def need(s: ModelSpec) -> float:
-        return float(s.weight_bytes(widest) + s.kv_cache_bytes(n, B, widest)) + act
+        return float(s.weight_bytes(widest) + s.kv_cache_bytes(kv.size + 1, kv.batch, widest)) + act
 
     total = need(spec)
     if total <= 0.8 * available:

@@ -310,7 +310,7 @@ def grids(quick: bool, cuda: bool, exclude: tuple[str, ...]) -> dict[str, dict[s
         "matmul": {"M": M, "K": pick(w["K"], nk, capk, 512),
                    "N": pick(w["N"], nn, capn, 512) + ([] if cuda else [float(vocab)])},
         "attention_prefill": {"B": [1, 4], "T": T, **heads},
-        "attention_decode": {"B": [1, 4] if quick else [1, 4, 16], "S": S, **heads},
+        "attention_decode": {"B": [1, 4] if quick else [1, 4, 16] + ([64] if cuda else []), "S": S, **heads},
         "stream": {"bytes": sizes},
         "embedding": {"rows": [1, 4, 16, 64, 256, 1024] + ([] if quick else [4096])},
         "sample": {"rows": [1, 2, 4, 8, 16, 32]},

@@ -192,7 +192,7 @@ def markdown(run, plot: Path | None) -> str:
          + (f"; {run.threads} threads (torch's default unless --threads)" if run.threads else ""),
          f"- models: real widths, random weights, {', '.join(f'{s.name}' for s in run.specs)}; implementation: "
          f"{'transformers LlamaForCausalLM' if o.impl == 'hf' else 'validate/reference.py'}",
-         f"- grid: {o.mode}; dtypes {', '.join(dict.fromkeys(r.point.dtype for r in run.rows))}; "
+         f"- grid: {o.grid_name}; dtypes {', '.join(dict.fromkeys(r.point.dtype for r in run.rows))}; "
          f"wall time {run.wall_s:.0f} s ({run.where_the_time_went()}); {load_line()}",
          *([f"- {run.where_the_passes_went()}"] if run.where_the_passes_went() else []),
          f"- base profile: {run.base.name}; kernel profile: calibrated.yaml beside kernels/ "

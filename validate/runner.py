@@ -30,7 +30,7 @@ from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
 
 from .calibrate import error_stats, write_profile
-from .grid import check_fits, default_base, grid
+from .grid import GRIDS, check_fits, default_base, grid
 from .measure import is_oom, measure_grid
 from .measurements import Row, resolve_spec, write_rows
 from .timing import check_device, check_graphs
@@ -58,10 +58,16 @@ class Options:
     impl: str = "reference"  # or "hf": transformers' LlamaForCausalLM (validate/hf.py)
     profile: str | None = None  # an existing kernel profile (skips stage 1)
     graphs: bool = False  # CUDA: kernels and passes timed as CUDA graph replays, as engines run decode
+    grid: str | None = None  # a grid of validate.grid.GRIDS; default: quick with --quick, else default
 
     @property
     def mode(self) -> str:
+        """The timing settings (budget, call cap, rounds): quick or default."""
         return "quick" if self.quick else "default"
+
+    @property
+    def grid_name(self) -> str:
+        return self.grid or self.mode
 
 
 @dataclass
@@ -173,7 +179,9 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
     if opts.graphs and opts.impl != "reference":
         raise SpecError("--cuda-graphs", None, "times the reference decoder (--impl reference) only")
     name = probes_mod.device_name(device)
-    points = {s.name: grid(s, opts.mode, dtypes) for s in specs}
+    if opts.grid_name not in GRIDS:
+        raise SpecError("--grid", None, f"expected one of {', '.join(GRIDS)}, got {opts.grid!r}")
+    points = {s.name: grid(s, opts.grid_name, dtypes) for s in specs}
     avail = probes_mod.available_bytes(device)
     for s in specs:
         check_fits(s, dtypes, points[s.name], device, avail)
@@ -191,7 +199,7 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     say(f"roofline validate: {', '.join(s.name for s in specs)} on {device} ({name})"
-        f"{f', {threads} threads' if threads else ''}, dtypes {', '.join(dtypes)}, {opts.mode} grid -> {out}")
+        f"{f', {threads} threads' if threads else ''}, dtypes {', '.join(dtypes)}, {opts.grid_name} grid -> {out}")
 
     # 1. the kernel profile (never sees the held-out models' widths)
     state = Run(opts, specs, load_hardware(base_ref) if base_ref else None, kernel_hw, name, threads)

@@ -11,7 +11,8 @@
 # GRAPHS=1 times kernels and passes as CUDA graph replays (validate --cuda-graphs), into <name>-graphs;
 # TESTS=1 then runs the test suite's GPU tests (pytest -m gpu). LAYERS=N builds N layers (default 4), into <name>-NL.
 # MODELS=a,b,c validates those models instead of validate's default three (the profile leaves their widths out);
-# NAME=x names the result folder.
+# NAME=x names the result folder; GRID=serving times a loaded engine's steps (validate --grid); DTYPES=bf16
+# and BUDGET=s (seconds of pass timing) override the defaults bf16,fp16 and 90.
 # What comes back from the device is at most 8 files, 2 folders down: the run writes under WORK and
 # packs each result folder into one .tgz in OUT, beside log.txt (everything printed) and device.txt.
 set -uo pipefail
@@ -49,8 +50,9 @@ dir="$WORK/$name"
 if [ -n "${QUICK:-}" ]; then
     args=(--model tiny-decoder --quick --budget 6)
 else
-    args=(--layers "$LAYERS" --dtype bf16,fp16 --budget 90)
+    args=(--layers "$LAYERS" --dtype "${DTYPES:-bf16,fp16}" --budget "${BUDGET:-90}")
 fi
+[ -n "${GRID:-}" ] && args+=(--grid "$GRID")
 [ -n "${GRAPHS:-}" ] && args+=(--cuda-graphs)
 [ -n "${MODELS:-}" ] && args+=(--model "$MODELS")
 t0=$SECONDS
