@@ -33,6 +33,8 @@ def residuals(rows, hw: HardwareSpec, specs=()) -> list[Residual]:
         p, m = r.predicted_calibrated_s, r.measured_s
         if r.status != "ok" or not p or not m or not (math.isfinite(p) and p > 0 and m > 0):
             continue
+        if r.point.phase not in FAMILY:  # a mixed step is no metric a band brackets (TTFT, TPOT, ...)
+            continue
         d = r.point.dtype
         regime = _Regime(FAMILY[r.point.phase], "pass", engine, precision_class(d, d), gpu_family(hw.name),
                          arch[r.model] if r.model in arch else arch_of_name(r.model))

@@ -23,6 +23,9 @@ GRIDS = {  # batches, prompt lengths (prefill), decode contexts
     "serving": ((1, 8, 64), (512, 2048), (512, 4096)),
 }
 PREFILL_TOKENS = {"serving": 16384}  # B x T at most, for the grids that cap a prefill's tokens
+# mixed steps (a continuous-batching engine's step under load): decode batches, their context S, prompt
+# chunks T and the tokens C cached before a chunk (0: a prompt's first chunk)
+MIXED = {"serving": ((8, 64), 1024, (512, 2048), (0, 2048))}
 
 
 def default_base(device: str, name: str) -> str | None:
@@ -45,7 +48,20 @@ def grid(spec: ModelSpec, mode: str, dtypes) -> list[Point]:
     for d in dtypes:
         pts += [Point(d, "prefill", b, t) for b in batches for t in T if cap is None or b * t <= cap]
         pts += [Point(d, "decode", b, s) for b in batches for s in S]
+        pts += mixed_points(spec, mode, d)
     return pts
+
+
+def mixed_points(spec: ModelSpec, mode: str, dtype: str) -> list[Point]:
+    """The grid's mixed steps the reference decoder can run for ``spec``: not MLA (its attention has no
+    mixed step), and a chunk's C + T positions within the model's context and its sliding window."""
+    if mode not in MIXED or spec.attention.kind == "mla":
+        return []
+    batches, S, chunks, cached = MIXED[mode]
+    window = spec.attention.sliding_window if any(spec.sliding_layers) else None
+    limit = min(spec.max_context, window or spec.max_context)
+    return [Point(dtype, "mixed", b, S, t, c) for b in batches for t in chunks for c in cached
+            if c + t <= limit and S + 1 <= spec.max_context]
 
 
 def check_fits(spec: ModelSpec, dtypes, points: list[Point], device: str, available: float) -> None:
@@ -53,12 +69,12 @@ def check_fits(spec: ModelSpec, dtypes, points: list[Point], device: str, availa
     from .reference import reduced
 
     widest = max(dtypes, key=lambda d: {"fp32": 4, "bf16": 2, "fp16": 2}.get(d, 2))
-    kv = max(points, key=lambda p: p.batch * (p.size + 1))  # the largest cache a point holds
-    tokens = max(p.batch * p.size for p in points if p.phase == "prefill")
+    kv = max(points, key=lambda p: p.batch * p.positions)  # the largest cache a point holds
+    tokens = max(p.batch * p.size if p.phase == "prefill" else p.batch + p.chunk for p in points)
     act = 6 * tokens * max(spec.hidden_size, spec.mlp.intermediate_size or 0) * 4.0
 
     def need(s: ModelSpec) -> float:
-        return float(s.weight_bytes(widest) + s.kv_cache_bytes(kv.size + 1, kv.batch, widest)) + act
+        return float(s.weight_bytes(widest) + s.kv_cache_bytes(kv.positions, kv.batch, widest)) + act
 
     total = need(spec)
     if total <= 0.8 * available:

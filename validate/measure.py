@@ -107,8 +107,12 @@ def _time_point(model, spec, p: Point, sync, budget, max_call, device, threads, 
     from . import timing
 
     try:
-        fn = timing.prefill_fn(model, p.batch, p.size, spec.vocab_size, device) if p.phase == "prefill" \
-            else timing.decode_fn(model, p.batch, p.size, spec.vocab_size, device)
+        if p.phase == "prefill":
+            fn = timing.prefill_fn(model, p.batch, p.size, spec.vocab_size, device)
+        elif p.phase == "mixed":
+            fn = timing.mixed_fn(model, p.batch, p.size, p.chunk, p.cached, spec.vocab_size, device)
+        else:
+            fn = timing.decode_fn(model, p.batch, p.size, spec.vocab_size, device)
         if graphs:  # captured afresh each round: the batch's cache is set up again between rounds
             fn = timing.graph_replay(fn)
         call_s = warm_s
@@ -117,7 +121,7 @@ def _time_point(model, spec, p: Point, sync, budget, max_call, device, threads, 
             if call_s > max_call:
                 status = f"skipped: one call took {call_s:.2f} s (cap {max_call:g} s; use --layers)"
                 for q in points:
-                    if (q.phase, q.batch) == (p.phase, p.batch) and q.size > p.size:
+                    if (q.phase, q.batch) == (p.phase, p.batch) and (q.size, q.chunk) > (p.size, p.chunk):
                         dead.setdefault(q, "skipped: a smaller point was too slow")
                 return status
         slow = call_s > 0.05  # a slow first call was warm-up enough; a fast one gets time_call's own

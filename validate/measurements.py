@@ -3,7 +3,8 @@
 Columns of measurements.csv (times in seconds; errors are predicted / measured - 1):
 
     model, layers, device, threads, dtype, phase, batch, prompt_len (prefill T),
-    context (decode S), split (fit | held-out), status (ok | oom | skipped: ...),
+    context (decode S; a mixed step's rows' S), chunk and cached (a mixed step's prompt chunk T
+    and the C tokens cached before it), split (fit | held-out), status (ok | oom | skipped: ...),
     measured_s (median), min_s, max_s, spread (std/mean), samples, others_cores, flags,
     predicted_default_s, predicted_calibrated_s, error_default, error_calibrated, bound_default
 """
@@ -20,14 +21,15 @@ import numpy as np
 from calc.core.errors import SpecError
 from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
-from calc.cost.latency import decode_cost, prefill_cost
+from calc.cost.latency import decode_cost, mixed_step_cost, prefill_cost
 from calc.spec.catalog import load_model
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
 
 from .timing import Point, Timing
 
-COLUMNS = ["model", "layers", "device", "threads", "dtype", "phase", "batch", "prompt_len", "context", "split",
+COLUMNS = ["model", "layers", "device", "threads", "dtype", "phase", "batch", "prompt_len", "context", "chunk",
+           "cached", "split",
            "status", "measured_s", "min_s", "max_s", "spread", "samples", "others_cores", "flags",
            "predicted_default_s", "predicted_calibrated_s", "error_default", "error_calibrated", "bound_default"]
 
@@ -67,7 +69,8 @@ class Row:
         r = {
             "model": self.model, "layers": self.layers, "device": self.device, "threads": self.threads,
             "dtype": p.dtype, "phase": p.phase, "batch": p.batch,
-            "prompt_len": p.size if p.phase == "prefill" else "", "context": p.size if p.phase == "decode" else "",
+            "prompt_len": p.size if p.phase == "prefill" else "", "context": p.size if p.phase != "prefill" else "",
+            "chunk": p.chunk if p.phase == "mixed" else "", "cached": p.cached if p.phase == "mixed" else "",
             "split": self.split, "status": self.status, "measured_s": self.measured_s, "min_s": self.min_s,
             "max_s": self.max_s, "spread": self.spread, "samples": self.samples,
             "others_cores": round(self.others_cores, 3), "flags": self.flags,
@@ -97,6 +100,9 @@ def predict_point(spec: ModelSpec, hw: HardwareSpec, p: Point) -> tuple[float, s
     eff = Efficiency.of(hw)
     if p.phase == "prefill":
         cost, _ = prefill_cost(spec, hw, np.float64(p.batch), np.float64(p.size), dt, eff)
+    elif p.phase == "mixed":  # what the serving simulator's step timer reproduces (calc/serving/steps)
+        cost = mixed_step_cost(spec, hw, [1.0] * p.batch + [float(p.chunk)], [float(p.size)] * p.batch + [float(p.cached)],
+                               dt, eff, phase="prefill")
     else:
         cost = decode_cost(spec, hw, np.float64(p.batch), np.float64(p.size), dt, eff)
     return float(cost.time_s), str(cost.bound)

@@ -16,9 +16,12 @@ attention FLOPs from linear ones.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention.bias import causal_lower_right
 
 from calc.spec.model import ModelSpec
 
@@ -58,6 +61,21 @@ def apply_rope(x, cos, sin):
     h = x.shape[-1] // 2
     x1, x2 = x[..., :h], x[..., h:]
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+@dataclass
+class MixedCache:
+    """What a mixed step's attention needs: the decode rows' cache (``batch`` rows at context
+    ``context``), the chunk's own batch-1 cache (``chunk`` tokens after ``cached``), RoPE tables."""
+
+    rows: KVCache
+    prompt: KVCache
+    batch: int
+    context: int
+    chunk: int
+    cached: int
+    cos: torch.Tensor
+    sin: torch.Tensor
 
 
 class AttentionCore(nn.Module):
@@ -110,15 +128,20 @@ class Attention(nn.Module):
         self.sinks = nn.Parameter(torch.empty(self.Hq)) if a.sinks else None
         self.o_proj = nn.Linear(self.Hq * self.D, H, bias=a.o_bias)
 
-    def forward(self, x, pos, end: int, cos, sin, cache: KVCache, layer: int):
+    def _qkv(self, x):
         B, n, _ = x.shape
         if hasattr(self, "qkv"):
             q, k, v = self.qkv(x).split([self.Hq * self.D, self.Hkv * self.D, self.Hkv * self.D], dim=-1)
         else:
             q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
-        q = self.q_norm(q.view(B, n, self.Hq, self.D)).transpose(1, 2)
-        k = self.k_norm(k.view(B, n, self.Hkv, self.D)).transpose(1, 2)
-        v = v.view(B, n, self.Hkv, self.D).transpose(1, 2)
+        return (self.q_norm(q.view(B, n, self.Hq, self.D)), self.k_norm(k.view(B, n, self.Hkv, self.D)),
+                v.view(B, n, self.Hkv, self.D))
+
+    def forward(self, x, pos, end: int, cos, sin, cache: KVCache, layer: int):
+        if isinstance(cache, MixedCache):
+            return self._mixed(x, cache, layer)
+        B, n, _ = x.shape
+        q, k, v = (t.transpose(1, 2) for t in self._qkv(x))
         if self.rope:
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         cache.write(layer, end - n, k, v)
@@ -129,6 +152,26 @@ class Attention(nn.Module):
             keys, values = cache.visible(layer, end)
             out = self.core(q, keys, values, sinks=self.sinks)
         return self.o_proj(out.transpose(1, 2).reshape(B, n, self.Hq * self.D))
+
+    def _mixed(self, x, m: MixedCache, layer: int):
+        """x[1, B + T]: B decode rows, then one chunk of T tokens after C cached ones. The projections
+        run once over all B + T tokens (as an engine's flattened batch); attention runs per part: the
+        rows over their S + 1 slots, the chunk over C + T keys, causal from the bottom right."""
+        B, T, S, C = m.batch, m.chunk, m.context, m.cached
+        q, k, v = self._qkv(x)
+        rows = [t[0, :B].unsqueeze(1).transpose(1, 2) for t in (q, k, v)]  # [B, H, 1, D]
+        chunk = [t[:, B:].transpose(1, 2) for t in (q, k, v)]  # [1, H, T, D]
+        if self.rope:
+            rows[:2] = [apply_rope(t, m.cos[S:S + 1], m.sin[S:S + 1]) for t in rows[:2]]
+            chunk[:2] = [apply_rope(t, m.cos[C:C + T], m.sin[C:C + T]) for t in chunk[:2]]
+        m.rows.write(layer, S, rows[1], rows[2])
+        keys, values = m.rows.visible(layer, S + 1)
+        out_rows = self.core(rows[0], keys, values, sinks=self.sinks)
+        m.prompt.write(layer, C, chunk[1], chunk[2])
+        keys, values = m.prompt.visible(layer, C + T)
+        out_chunk = self.core(chunk[0], keys, values, mask=causal_lower_right(T, C + T), sinks=self.sinks)
+        out = torch.cat([out_rows.transpose(1, 2).reshape(1, B, -1), out_chunk.transpose(1, 2).reshape(1, T, -1)], 1)
+        return self.o_proj(out)
 
 
 class MLAttention(nn.Module):
@@ -303,6 +346,29 @@ class Decoder(nn.Module):
         for i, layer in enumerate(self.layers):
             x = layer(x, pos, end, cos, sin, self.cache, i)
         x = self.norm(x[:, -1])  # logits for the last position only
+        w = self.embed.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(x, w)
+
+    def setup_chunk(self, positions: int) -> KVCache:
+        """A batch-1 cache of ``positions`` slots for a mixed step's prompt chunk (setup() first)."""
+        p = next(self.parameters())
+        self.chunk_cache = KVCache(self.spec, 1, positions, p.dtype, p.device)
+        self.chunk_cache.prime()
+        return self.chunk_cache
+
+    def mixed_step(self, rows, context: int, chunk, cached: int):
+        """rows[B, 1] decode tokens at position S = ``context`` and chunk[1, T] at positions C .. C+T-1
+        (C = ``cached``), as one pass over B + T tokens (setup(B) and setup_chunk(C + T) first).
+        Returns logits [B + 1, V]: each row's, and the chunk's last position's."""
+        B, T = rows.shape[0], chunk.shape[1]
+        m = MixedCache(self.cache, self.chunk_cache, B, context, T, cached, self.cos, self.sin)
+        x = self.embed(torch.cat([rows.view(1, B), chunk], 1))
+        if self.pos_embed is not None:
+            x = x + self.pos_embed(torch.cat([self.positions[context:context + 1].expand(B),
+                                              self.positions[cached:cached + T]]))
+        for i, layer in enumerate(self.layers):
+            x = layer(x, None, None, None, None, m, i)
+        x = self.norm(torch.cat([x[0, :B], x[0, -1:]]))  # logits of each row and the chunk's last position
         w = self.embed.weight if self.lm_head is None else self.lm_head.weight
         return F.linear(x, w)
 

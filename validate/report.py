@@ -17,7 +17,7 @@ from calc.spec.bands import MIN_ROWS
 from .calibrate import fmt_pct
 
 TARGET_MEDIAN, TARGET_P90 = 0.15, 0.30
-PHASE = {"prefill": "TTFT (prefill)", "decode": "TPOT (decode)"}
+PHASE = {"prefill": "TTFT (prefill)", "decode": "TPOT (decode)", "mixed": "mixed step (decodes + a chunk)"}
 
 
 def _ms(x) -> str:
@@ -68,7 +68,7 @@ def load_line() -> str:
 def done_when(run) -> list[str]:
     """The issue's figures: TTFT and TPOT |error| on every held-out model, kernel profile."""
     out = []
-    for phase in ("prefill", "decode"):
+    for phase in PHASE:
         e = run.errors.get(("all", "all", phase))
         if e:
             k = e["kernel"]
@@ -144,7 +144,7 @@ def scatter(run, path: Path) -> Path | None:
     if not ok:
         return None
     fig, ax = plt.subplots(figsize=(6.4, 5.6))
-    colors = {"prefill": "tab:blue", "decode": "tab:orange"}
+    colors = {"prefill": "tab:blue", "decode": "tab:orange", "mixed": "tab:green"}
     markers = {"fp32": "o", "bf16": "s", "fp16": "^"}
     for (phase, dtype) in sorted({(r.point.phase, r.point.dtype) for r in ok}):
         sel = [r for r in ok if r.point.phase == phase and r.point.dtype == dtype]
@@ -228,7 +228,8 @@ def markdown(run, plot: Path | None) -> str:
     L += ["## Every grid point", "",
           render.markdown_table(["model", "dtype", "phase", "B", "T/S", "measured ms", "predicted base ms", "predicted kernels ms",
                      "error base", "error kernels", "flags"],
-                    [[r.model, r.point.dtype, r.point.phase, r.point.batch, r.point.size,
+                    [[r.model, r.point.dtype, r.point.phase, r.point.batch,
+                      f"{r.point.size} +{r.point.chunk}@{r.point.cached}" if r.point.phase == "mixed" else r.point.size,
                       _ms(r.measured_s) if r.status == "ok" else r.status, _ms(r.predicted_default_s),
                       _ms(r.predicted_calibrated_s), _err(r.predicted_default_s, r.measured_s),
                       _err(r.predicted_calibrated_s, r.measured_s), r.flags] for r in run.rows]), ""]

@@ -249,7 +249,7 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
         from .arena import WeightArena
         from .reference import build_decoder, weight_bytes
 
-        arena = WeightArena(max(weight_bytes(s, max(p.size + 1 for p in points[s.name]), d) for s in todo
+        arena = WeightArena(max(weight_bytes(s, max(p.positions for p in points[s.name]), d) for s in todo
                                 for d in dtypes), device)
         for s in todo:
             builders[s.name] = partial(build_decoder, arena=arena)
@@ -273,7 +273,7 @@ def run(opts: Options, say=print, progress: Reporter | None = None) -> Run:
     try:
         for spec in todo:
             meta = {"model": spec.name, "layers": spec.num_layers, "device": device, "threads": threads or 0}
-            max_len = max(p.size + 1 for p in points[spec.name])
+            max_len = max(p.positions for p in points[spec.name])
             for d in dtypes:
                 mine = [p for p in points[spec.name] if p.dtype == d]
                 try:

@@ -31,17 +31,27 @@ MAX_INNER = 200
 
 @dataclass(frozen=True)
 class Point:
-    """One grid point. ``size`` is T for prefill and S for decode."""
+    """One grid point. ``size`` is T for prefill and S for decode. A mixed step (a continuous-batching
+    engine's step) is ``batch`` decode rows at context S = ``size`` plus one prompt chunk of ``chunk``
+    tokens after ``cached`` ones, in one pass."""
 
     dtype: str
-    phase: str  # prefill | decode
+    phase: str  # prefill | decode | mixed
     batch: int
     size: int
+    chunk: int = 0
+    cached: int = 0
 
     @property
     def label(self) -> str:
         key = "T" if self.phase == "prefill" else "S"
-        return f"{self.phase} {self.dtype} B={self.batch} {key}={self.size}"
+        tail = f" +T={self.chunk}@{self.cached}" if self.phase == "mixed" else ""
+        return f"{self.phase} {self.dtype} B={self.batch} {key}={self.size}{tail}"
+
+    @property
+    def positions(self) -> int:
+        """The cache positions the point needs: S + 1 for a decode row, T (prefill), C + T (a chunk)."""
+        return max(self.size + (self.phase != "prefill"), self.cached + self.chunk)
 
 
 @dataclass(frozen=True)
@@ -270,6 +280,16 @@ def decode_fn(model, batch: int, context: int, vocab: int, device: str):
     model.cache.prime()
     token = _random_tokens(batch, 1, vocab, device, context)
     return lambda: model.decode_step(token, context).float().argmax(-1)
+
+
+def mixed_fn(model, batch: int, context: int, chunk: int, cached: int, vocab: int, device: str):
+    """One mixed step: ``batch`` decode rows at context S (each its own random token) and one prompt
+    chunk of ``chunk`` tokens after ``cached`` ones (its own batch-1 cache), in one pass."""
+    model.cache.prime()
+    token = _random_tokens(batch, 1, vocab, device, context)
+    prompt = _random_tokens(1, chunk, vocab, device, cached + chunk)
+    model.setup_chunk(cached + chunk)
+    return lambda: model.mixed_step(token, context, prompt, cached).float().argmax(-1)
 
 
 def seed_request(model, batch: int, prompt_len: int, new_tokens: int, vocab: int, device: str,
