@@ -29,10 +29,8 @@ def work(kernel: str, axes: dict[str, np.ndarray]) -> np.ndarray:
     """What a kernel does at a shape: FLOPs for matmul and attention, bytes for the rest."""
     if kernel == "matmul":
         return 2.0 * axes["M"] * axes["K"] * axes["N"]
-    if kernel == "attention_prefill":
-        T = axes["T"]
-        W = axes.get("W")
-        pairs = attention_pairs(T, 0.0, None if W is None else np.minimum(W, T))
+    if kernel == "attention_prefill":  # T new positions after P cached, a query seeing at most W keys
+        pairs = attention_pairs(axes["T"], axes.get("P", 0.0), axes.get("W"))
         return 4.0 * axes["D"] * axes["Hq"] * axes["B"] * pairs
     if kernel == "attention_decode":
         return 4.0 * axes["D"] * axes["Hq"] * axes["B"] * (axes["S"] + 1.0)
@@ -130,5 +128,6 @@ def measured_time(op: OpCost, dt: Dtypes, tables: KernelSet) -> np.ndarray | Non
         table = tables.find(c.kernel, _dtype(c.kernel, dt), c.op)
         if table is None:
             return None
-        total = total + np.asarray(c.count, dtype=float) * table_time(table, dict(c.axes))
+        t = np.asarray(c.count, dtype=float) * table_time(table, dict(c.axes))
+        total = total + (np.sum(t, axis=-1) if c.groups else t)
     return total

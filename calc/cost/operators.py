@@ -166,10 +166,10 @@ def standard_attention_ops(model: ModelSpec, ps: Pass, dt: Dtypes, layers: int, 
     if model.position_embedding == "rope":
         e = tok * (Hq + Hkv) * D
         ops.append(_elementwise("rope" + suffix, layers, e, e, ROPE_FLOPS, dt))
-    calls = attention_calls(ps, window, Hq, Hkv, D)
-    ops += [replace(op, calls=calls) for op in _attention_core("attention" + suffix, layers, ps, window, Hq, D, D,
-                                                              2 * Hkv * D, Hq * D + 2 * Hkv * D, Hq * D, dt, kernel,
-                                                              a.sinks)]
+    core = _attention_core("attention" + suffix, layers, ps, window, Hq, D, D, 2 * Hkv * D, Hq * D + 2 * Hkv * D,
+                           Hq * D, dt, kernel, a.sinks)
+    ops += [replace(op, calls=attention_calls(part, window, Hq, Hkv, D, chunks=i == 1))
+            for i, (op, part) in enumerate(zip(core, _parts(ps), strict=True))]
     ops.append(_linear("o_proj" + suffix, layers, tok, Hq * D, H, dt, bias=a.o_bias))
     return ops
 
