@@ -16,14 +16,15 @@ from calc.spec.model import ModelSpec
 @dataclass(frozen=True)
 class KernelCall:
     """A kernel an operator runs, by the shape a measured table is looked up with
-    (calc.spec.kernel_tables.KERNEL_AXES): ``count`` calls of ``kernel`` at ``axes``. ``groups``:
-    the axes' last axis lists a ragged step's sequence groups, one call each, their times summed."""
+    (calc.spec.kernel_tables.KERNEL_AXES): ``count`` calls of ``kernel`` at ``axes``. An attention
+    call may state its work as ``pairs`` (query, key pairs over the whole call) beside ``B`` and, for
+    a prefill, ``tokens``: the table is then read at S = pairs / B - 1 (decode) or T = tokens / B
+    (prefill), every axis affine in a ragged step's features (calc.serving.steps.stepmodel)."""
 
     kernel: str
     axes: tuple[tuple[str, object], ...]
     count: object = 1.0
     op: str | None = None
-    groups: bool = False
 
 
 def attention_calls(ps, window, heads, kv_heads, head_dim, chunks: bool = False) -> tuple[KernelCall, ...]:
@@ -32,23 +33,21 @@ def attention_calls(ps, window, heads, kv_heads, head_dim, chunks: bool = False)
     capped to W - 1 under a window.
 
     ``ps`` may be one part of a ragged step (Pass.part; ``chunks``: its prompt chunks, else its decode
-    groups), as an engine runs it: the decode groups as ONE batched decode call over all their query
-    rows at their mean context (the same keys read), each prompt chunk as its own prefill call after
-    its cached positions. An absent part has no call (count 0)."""
+    groups), run as an engine runs it, in one varlen call per part: the decode groups' query rows
+    at the mean keys they read, the chunks at their mean length with the pairs they attend (their
+    cached keys too). An absent part has no call (count 0)."""
     common = (("Hq", heads), ("Hkv", kv_heads), ("D", head_dim))
-    past = ps.past if window is None else np.minimum(ps.past, window - 1)
-    keys = ps.new + ps.past if window is None else np.minimum(window, ps.new + ps.past)
-    if ps.ragged and chunks:
-        live = (ps.batch > 0).astype(float)
-        return (KernelCall("attention_prefill", (("B", np.maximum(ps.batch, 1.0)), ("T", ps.new), *common,
-                                                 ("W", keys), ("P", ps.past)), live, groups=True),)
     if ps.ragged:
-        rows = ps.total(ps.batch * ps.new)
-        mean = ps.total(ps.batch * ps.new * past) / np.maximum(rows, 1.0)
-        return (KernelCall("attention_decode", (("B", np.maximum(rows, 1.0)), ("S", mean), *common),
-                           np.minimum(rows, 1.0)),)
+        present = np.minimum(ps.total(ps.batch), 1.0)
+        pairs = ps.pairs(window)
+        if chunks:
+            return (KernelCall("attention_prefill", (("B", ps.total(ps.batch)), ("tokens", ps.tokens), ("pairs", pairs),
+                                                     *common), present),)
+        return (KernelCall("attention_decode", (("B", ps.tokens), ("pairs", pairs), *common), present),)
     if ps.phase == "decode":
+        past = ps.past if window is None else np.minimum(ps.past, window - 1)
         return (KernelCall("attention_decode", (("B", ps.batch), ("S", past), *common)),)
+    keys = ps.new + ps.past if window is None else np.minimum(window, ps.new + ps.past)
     return (KernelCall("attention_prefill", (("B", ps.batch), ("T", ps.new), *common, ("W", keys), ("P", ps.past))),)
 
 

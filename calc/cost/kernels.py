@@ -29,6 +29,8 @@ def work(kernel: str, axes: dict[str, np.ndarray]) -> np.ndarray:
     """What a kernel does at a shape: FLOPs for matmul and attention, bytes for the rest."""
     if kernel == "matmul":
         return 2.0 * axes["M"] * axes["K"] * axes["N"]
+    if kernel.startswith("attention") and "pairs" in axes:  # a ragged step's call: its pairs
+        return 4.0 * axes["D"] * axes["Hq"] * axes["pairs"]
     if kernel == "attention_prefill":  # T new positions after P cached, a query seeing at most W keys
         pairs = attention_pairs(axes["T"], axes.get("P", 0.0), axes.get("W"))
         return 4.0 * axes["D"] * axes["Hq"] * axes["B"] * pairs
@@ -64,6 +66,12 @@ def table_time(table: KernelTable, axes: dict[str, object]) -> np.ndarray:
     Axes the table lacks are ignored."""
     logs, log_rate, floor = _log_rates(table)
     q = {k: np.asarray(v, dtype=float) for k, v in axes.items()}
+    if "pairs" in q:  # read at the mean shape of a ragged step's call (KernelCall)
+        per = np.maximum(q["B"], 1e-30)
+        if table.kernel == "attention_decode":
+            q["S"] = q["pairs"] / per - 1.0
+        else:
+            q["T"] = q["tokens"] / per
     names = list(table.axes)
     coords = np.broadcast_arrays(*(np.log(np.maximum(q[n], 1e-30)) for n in names))
     lo, frac = [], []
@@ -113,21 +121,29 @@ def _dtype(call_kernel: str, dt: Dtypes) -> str:
     return dt.act
 
 
+def op_calls(op: OpCost) -> tuple[KernelCall, ...]:
+    """The kernel calls a table would time ``op`` by: its own, or an elementwise operator's stream
+    kernel by its name (none: the analytical model times it)."""
+    if op.calls or op.kind != "other":
+        return op.calls
+    found = stream_op(op.name)
+    return () if found is None else (KernelCall(found[0], (("bytes", op.bytes),), op=found[1]),)
+
+
 def measured_time(op: OpCost, dt: Dtypes, tables: KernelSet) -> np.ndarray | None:
     """Seconds of one occurrence of ``op`` from the tables, or None when one of its kernels has none."""
-    calls = op.calls
-    if not calls and op.kind == "other":
-        found = stream_op(op.name)
-        if found is None:
-            return None
-        calls = (KernelCall(found[0], (("bytes", op.bytes),), op=found[1]),)
+    calls = op_calls(op)
     if not calls:
         return None
     total = np.float64(0.0)
     for c in calls:
-        table = tables.find(c.kernel, _dtype(c.kernel, dt), c.op)
+        table = call_table(c, dt, tables)
         if table is None:
             return None
-        t = np.asarray(c.count, dtype=float) * table_time(table, dict(c.axes))
-        total = total + (np.sum(t, axis=-1) if c.groups else t)
+        total = total + np.asarray(c.count, dtype=float) * table_time(table, dict(c.axes))
     return total
+
+
+def call_table(call: KernelCall, dt: Dtypes, tables: KernelSet) -> KernelTable | None:
+    """The table that times ``call`` at the pass's dtypes (None: none does)."""
+    return tables.find(call.kernel, _dtype(call.kernel, dt), call.op)

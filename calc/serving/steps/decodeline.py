@@ -116,7 +116,7 @@ def decode_line(sm: StepModel, N: int, rows: int = 1) -> DecodeLine | None:
     hit = sm.cache.get(key, sm)  # sm: not looked up yet (None is an answer: windowed)
     if hit is not sm:
         return hit
-    if any(W is not None for W in sm.windows) or N <= 0:
+    if any(W is not None for W in sm.windows) or N <= 0 or sm._phase("decode").tables:  # tables: not affine
         sm.cache[key] = None
         return None
     c = sm._phase("decode")

@@ -13,14 +13,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from calc.core.errors import SpecError
 from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
+from calc.cost.kernels import call_table, op_calls
 from calc.cost.latency import mixed_step_cost
 from calc.cost.opcost import Pass
 from calc.cost.operators import pass_ops
 from calc.cost.parallel import SINGLE, Parallel, allreduce_times, link
 from calc.cost.roofline import phase_cost
-from calc.serving.steps.stepmodel import StepFeatures, StepModel, _Coef, attention_windows
+from calc.serving.steps.stepmodel import (
+    StepFeatures,
+    StepModel,
+    _Coef,
+    _TableCall,
+    _TableOp,
+    attention_windows,
+)
 from calc.spec.hardware import HardwareSpec
 from calc.spec.model import ModelSpec
 
@@ -53,6 +62,7 @@ class _Sample:
     ops: list
     scale: np.ndarray  # the feature columns' scales
     pinv: np.ndarray  # pinv(X / scale), X [K, F] the sample's feature vectors
+    pinv_x: np.ndarray  # X itself (the exactness check of a kernel call's affine axes)
 
 
 def _prepare(model, dt, attention, par, phase, windows, rng) -> _Sample:
@@ -63,7 +73,7 @@ def _prepare(model, dt, attention, par, phase, windows, rng) -> _Sample:
     X = StepModel(model, par, {}, 0.0, windows).vector(f).T  # [K, F]
     scale = np.abs(X).max(axis=0)
     scale[scale == 0] = 1.0
-    return _Sample(K, f, pass_ops(model, ps, dt, attention, par), scale, np.linalg.pinv(X / scale))
+    return _Sample(K, f, pass_ops(model, ps, dt, attention, par), scale, np.linalg.pinv(X / scale), X)
 
 
 _PREPARED: dict = {}  # (id(model), dt, attention, par) -> (model, samples per phase); oldest dropped first
@@ -91,7 +101,7 @@ def _fit_phase(model, hw, dt, eff, par, windows, sample: _Sample) -> tuple[_Coef
     lk = link(hw, par)
     cost = phase_cost(sample.ops, hw, dt, eff, lk)
     ones = np.ones(K)
-    cols, extra, comm, groups = [], ones * cost.step_overhead_s, ones * 0.0, []
+    cols, extra, comm, groups, tables = [], ones * cost.step_overhead_s, ones * 0.0, [], []
     fitted_ar = lk.collectives is not None and eff.fitted_collectives
     for t in cost.ops:
         L = t.op.layers
@@ -104,9 +114,9 @@ def _fit_phase(model, hw, dt, eff, par, windows, sample: _Sample) -> tuple[_Coef
                 comm = comm + ones * t.comm_s * L
                 extra = extra + ones * t.comm_s * L
             continue
-        # a time from a kernel table stands for both terms (its roofs clamp it already)
-        c, m = (t.compute_s, t.memory_s) if t.measured_s is None else (t.measured_s, t.measured_s)
-        cols += [ones * c * L, ones * m * L]
+        if t.measured_s is not None:  # timed from a kernel table: its roofs here, its calls beside
+            tables.append(_table_op(len(cols) // 2, L, op, dt, eff, sample))
+        cols += [ones * t.compute_s * L, ones * t.memory_s * L]
         extra = extra + ones * t.overhead_s * L
     n_ops = len(cols) // 2
     n_algos = max([len(g) for g in groups] or [1])
@@ -114,11 +124,41 @@ def _fit_phase(model, hw, dt, eff, par, windows, sample: _Sample) -> tuple[_Coef
     Y = np.column_stack([*cols[0::2], *cols[1::2], extra, comm, *[a for g in G for a in g]])
     scale = sample.scale
     sol = sample.pinv @ Y  # least squares (pinv: one SVD for every target column)
-    coef = _Coef((sol / scale[:, None]).T, n_ops, len(G), n_algos)
+    coef = _Coef((sol / scale[:, None]).T, n_ops, len(G), n_algos, tuple(tables))
     sm = StepModel(model, par, {"any": coef}, 0.0, windows)
     got = sm.time(sample.features)
     err = float(np.max(np.abs(got - cost.time_s) / cost.time_s))
     return coef, err
+
+
+def _affine(values, sample: _Sample, what: str) -> np.ndarray:
+    """Coefficients c with X c = ``values`` over the sample steps (X the feature vectors), exactly."""
+    v = np.broadcast_to(np.asarray(values, float), (sample.K,))
+    c = (sample.pinv @ v) / sample.scale
+    X = sample.pinv_x
+    if np.max(np.abs(X @ c - v)) > EXACT * max(float(np.max(np.abs(v))), 1e-30):
+        raise SpecError("hardware", None, f"its kernel tables time {what} at a shape the serving simulator's step "
+                                          "features do not give (MoE experts); plan and compare need a profile "
+                                          "without tables for this model (roofline calibrate fits one)")
+    return c
+
+
+def _table_op(index: int, layers: float, op, dt: Dtypes, eff: Efficiency, sample: _Sample) -> _TableOp:
+    """An operator timed from kernel tables, its calls' axes and counts as affine in the step features."""
+    calls = []
+    for c in op_calls(op):
+        table = call_table(c, op.dtypes or dt, eff.tables)
+        names, rows, const = [], [], {}
+        for name, value in c.axes:
+            v = np.asarray(value, float)
+            if v.size == 1:
+                const[name] = float(v)
+            else:
+                names.append(name)
+                rows.append(_affine(v, sample, f"{op.name}'s {c.kernel} {name}"))
+        A = np.array(rows) if rows else np.zeros((0, sample.scale.size))
+        calls.append(_TableCall(table, tuple(names), A, _affine(c.count, sample, f"{op.name}'s count"), const))
+    return _TableOp(index, float(layers), tuple(calls))
 
 
 def step_model(model: ModelSpec, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, attention: str = "fused",

@@ -7,7 +7,9 @@ calc.cost.latency.mixed_step_cost. ``StepModel`` reproduces that time from the s
 prefill-kernel chunks apart their sequences, tokens and, per attention window, the (query, key)
 pairs and positions read): every operator's compute and memory terms are affine in them, and
 each all-reduce costs the cheapest of its algorithms, each affine in the message (so in the
-tokens). The model is fitted once per configuration (a few milliseconds,
+tokens). On a profile with measured kernel tables an operator they time is its calls' table times
+(never under its roofs): table lookups are not affine, but every call's axes and count are
+(calc.cost.calls: a ragged step's attention as two varlen calls), so the model keeps them as such. The model is fitted once per configuration (a few milliseconds,
 calc.serving.steps.stepfit.step_model) and then costs microseconds instead of a quarter of a
 millisecond; stepfit's ``check_step_model`` and the property test compare it with mixed_step_cost
 itself.
@@ -164,15 +166,56 @@ class StepFeatures:
 
 
 @dataclass(frozen=True)
+class _TableCall:
+    """A kernel call of a table-timed operator: ``count`` calls at axes affine in the feature vector
+    (rows of ``A``, named ``names``) beside the constant ones."""
+
+    table: object  # calc.spec.kernel_tables.KernelTable
+    names: tuple[str, ...]
+    A: np.ndarray  # [len(names), F]
+    count: np.ndarray  # [F]
+    const: dict
+
+
+@dataclass(frozen=True)
+class _TableOp:
+    """An operator timed from a profile's kernel tables: its time is layers x the calls' table
+    times, never under its roofs (calc.cost.roofline._measured), which are its two affine rows."""
+
+    index: int
+    layers: float
+    calls: tuple[_TableCall, ...]
+
+    def time(self, x: np.ndarray) -> np.ndarray:
+        from calc.cost.kernels import table_time
+
+        total = 0.0
+        for c in self.calls:
+            ax = c.A @ x
+            axes = dict(c.const, **{n: ax[i] for i, n in enumerate(c.names)})
+            total = total + (c.count @ x) * table_time(c.table, axes)
+        return self.layers * total
+
+
+@dataclass(frozen=True)
 class _Coef:
     """One phase's coefficients, stacked so one product gives every term:
     rows [compute per op; memory per op; overheads + affine comm; the affine comm alone;
-    each all-reduce's algorithms (groups x algorithms)], columns the feature vector."""
+    each all-reduce's algorithms (groups x algorithms)], columns the feature vector.
+    ``tables``: the operators a profile's kernel tables time (their table term beside the two rows)."""
 
     S: np.ndarray
     n_ops: int
     n_groups: int
     n_algos: int
+    tables: tuple[_TableOp, ...] = ()
+
+    def tops(self, comp: np.ndarray, mem: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Each operator's time: the larger of its two terms, and a table-timed one's table time."""
+        top = np.maximum(comp, mem)
+        for t in self.tables:
+            top[t.index] = np.maximum(top[t.index], t.time(x))
+        return top
 
 
 @dataclass(frozen=True)
@@ -236,7 +279,8 @@ class StepModel:
         c = self._phase(phase)
         x = self.vector(f)
         shape = x.shape[1:]
-        y = c.S @ (x if x.ndim == 1 else x.reshape(x.shape[0], -1))
+        x2 = x if x.ndim == 1 else x.reshape(x.shape[0], -1)
+        y = c.S @ x2
         n = c.n_ops
         comp, mem = y[:n], y[n:2 * n]
         if c.n_groups:
@@ -244,12 +288,12 @@ class StepModel:
             groups = _sum(_min(g.reshape((c.n_groups, c.n_algos) + g.shape[1:]), axis=1), axis=0)
         else:
             groups = 0.0
-        return comp, mem, y[2 * n], y[2 * n + 1] + groups, groups, shape
+        return comp, mem, c.tops(comp, mem, x2), y[2 * n], y[2 * n + 1] + groups, groups, shape
 
     def time(self, f: StepFeatures, phase: str = "decode") -> np.ndarray:
         """Step times (what mixed_step_cost(...).time_s gives), over the steps of ``f``."""
-        comp, mem, a, _, groups, shape = self._eval(f, phase)
-        return (np.maximum(comp, mem).sum(axis=0) + a + groups).reshape(shape)
+        _, _, top, a, _, groups, shape = self._eval(f, phase)
+        return (top.sum(axis=0) + a + groups).reshape(shape)
 
     def step_s(self, new, past) -> float:
         """The time of one step whose sequences add ``new`` positions after ``past`` cached ones
@@ -263,10 +307,9 @@ class StepModel:
         if isinstance(f.tokens, float):
             t, shares = self._one(self.vector(f), phase)
             return t, np.array(shares)
-        comp, mem, a, comm, groups, shape = self._eval(f, phase)
-        top = np.maximum(comp, mem)
+        comp, mem, top, a, comm, groups, shape = self._eval(f, phase)
         total = _sum(top, axis=0)
-        cs = _sum(np.where(comp >= mem, comp, 0.0), axis=0)
+        cs = _sum(np.where(comp >= mem, top, 0.0), axis=0)
         t = total + a + groups
         if not shape:
             return float(t), np.array([cs, total - cs, comm])
@@ -278,6 +321,10 @@ class StepModel:
         c = self._phase(phase)
         y = c.S.dot(x).tolist()  # ndarray.dot: the same product as @, with less dispatch per call
         n = c.n_ops
+        if c.tables:  # operators timed from kernel tables: their table time where it is the larger
+            for t in c.tables:
+                i = t.index
+                y[i + (y[n + i] > y[i]) * n] = max(y[i], y[n + i], float(t.time(x)))
         cs = ms = 0.0
         for a, b in zip(y[:n], y[n:2 * n], strict=True):
             if a >= b:
@@ -293,7 +340,7 @@ class StepModel:
 
     def terms(self, f: StepFeatures, phase: str = "decode") -> tuple:
         """(compute_s, memory_s, comm_s) summed over operators, as PhaseCost reports them."""
-        comp, mem, _, comm, _, shape = self._eval(f, phase)
+        comp, mem, _, _, comm, _, shape = self._eval(f, phase)
         return comp.sum(axis=0).reshape(shape), mem.sum(axis=0).reshape(shape), comm.reshape(shape)
 
     def bound(self, f: StepFeatures, phase: str = "decode"):

@@ -1,5 +1,6 @@
 """A ragged step's attention on a profile with kernel tables, as an engine runs it: its decode groups as
-one batched decode call, each prompt chunk as a prefill call that counts its cached keys (hand-derived).
+one batched decode call, its prompt chunks as one varlen prefill call whose work counts their cached
+keys (hand-derived).
 A mixed step measured on an H200 (reports/validation/h200-serving-mixed) had been priced by the analytical
 curves instead: 20-185% over at 64 decode rows."""
 
@@ -42,9 +43,10 @@ def test_decode_groups_are_one_batched_call_at_their_mean_context():
     assert _attention([1.0] * 8, [500.0, 1500.0] * 4)["attention"] == pytest.approx(40e-6)
 
 
-def test_each_chunk_is_a_prefill_call_counting_its_cached_keys():
+def test_the_chunks_are_one_prefill_call_counting_their_cached_keys():
     # work of T new tokens after P cached, per head: T * P + T (T + 1) / 2 pairs. A fresh 512: 131328
-    # pairs in 1 ms; 512 after 1024: 524288 + 131328 = 655616 pairs at the same rate (the T = 512 cell)
+    # pairs in 1 ms; 512 after 1024: 524288 + 131328 = 655616 pairs. The two chunks are one call of
+    # B 2 at their mean length, T = 1024 / 2 = 512: the table's one cell's rate (its B axis holds 1 only)
     fresh = 512 * 513 / 2
     after = 512 * 1024 + fresh
     t = _attention([1.0, 512.0, 512.0], [1000.0, 0.0, 1024.0])
