@@ -16,6 +16,7 @@ roofline clamps every measured time so no operator runs faster than the profile'
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -60,20 +61,24 @@ def _log_rates(table: KernelTable) -> tuple[tuple[np.ndarray, ...], np.ndarray, 
     return form
 
 
-def table_time(table: KernelTable, axes: dict[str, object]) -> np.ndarray:
-    """Seconds of one call at ``axes`` (arrays broadcast): work / rate, the log-rate interpolated
-    multilinearly in log(axes) and clamped to the grid, and never under the table's fastest cell.
-    Axes the table lacks are ignored."""
-    logs, log_rate, floor = _log_rates(table)
-    q = {k: np.asarray(v, dtype=float) for k, v in axes.items()}
-    if "pairs" in q:  # read at the mean shape of a ragged step's call (KernelCall)
+def _lookup(kernel: str, axes: dict[str, object], base: dict | None = None) -> dict[str, np.ndarray]:
+    """The query as float arrays (over ``base``, axes already converted), with the table coordinates
+    a ragged step's call implies (KernelCall): S = pairs / B - 1 for a decode call, T = tokens / B
+    for a prefill one."""
+    q = dict(base) if base else {}
+    q.update((k, np.asarray(v, dtype=float)) for k, v in axes.items())
+    if "pairs" in q and "B" in q:
         per = np.maximum(q["B"], 1e-30)
-        if table.kernel == "attention_decode":
+        if kernel == "attention_decode":
             q["S"] = q["pairs"] / per - 1.0
-        else:
+        elif "tokens" in q:
             q["T"] = q["tokens"] / per
-    names = list(table.axes)
-    coords = np.broadcast_arrays(*(np.log(np.maximum(q[n], 1e-30)) for n in names))
+    return q
+
+
+def _interpolate(logs, log_rate: np.ndarray, coords) -> np.ndarray:
+    """log_rate (a grid over ``logs``) interpolated multilinearly at ``coords`` (log axis values,
+    broadcast), each clamped to its axis's ends."""
     lo, frac = [], []
     for g, x in zip(logs, coords, strict=True):
         if len(g) == 1:
@@ -85,14 +90,66 @@ def table_time(table: KernelTable, axes: dict[str, object]) -> np.ndarray:
         lo.append(i)
         frac.append((x - g[i]) / (g[i + 1] - g[i]))
     out = np.zeros(coords[0].shape if coords else ())
-    for corner in itertools.product((0, 1), repeat=len(names)):
+    for corner in itertools.product((0, 1), repeat=len(logs)):
         weight = np.ones(out.shape)
         idx = []
         for bit, i, f, g in zip(corner, lo, frac, logs, strict=True):
             weight = weight * (f if bit else 1.0 - f)
             idx.append(np.minimum(i + bit, len(g) - 1))
         out = out + weight * log_rate[tuple(idx)]
-    return np.maximum(work(table.kernel, q) / np.exp(out), floor)
+    return out
+
+
+def _coords(names, q) -> list[np.ndarray]:
+    return np.broadcast_arrays(*(np.log(np.maximum(q[n], 1e-30)) for n in names))
+
+
+def table_time(table: KernelTable, axes: dict[str, object]) -> np.ndarray:
+    """Seconds of one call at ``axes`` (arrays broadcast): work / rate, the log-rate interpolated
+    multilinearly in log(axes) and clamped to the grid, and never under the table's fastest cell.
+    Axes the table lacks are ignored."""
+    logs, log_rate, floor = _log_rates(table)
+    q = _lookup(table.kernel, axes)
+    return np.maximum(work(table.kernel, q) / np.exp(_interpolate(logs, log_rate, _coords(table.axes, q))), floor)
+
+
+@dataclass(frozen=True)
+class TableSlice:
+    """A table read with some axes fixed (``fixed``, the query's constant axes): its log-rates
+    interpolated along the fixed axes once, so each call interpolates over the axes left
+    (``names``) alone. Multilinear interpolation is linear along each axis apart, so ``time`` is
+    table_time's, to rounding, at a fraction of its work (a ragged step's calls, where only M,
+    or B and the pairs, vary)."""
+
+    kernel: str
+    names: tuple[str, ...]
+    logs: tuple[np.ndarray, ...]
+    log_rate: np.ndarray
+    floor: float
+    fixed: dict
+
+    def time(self, axes: dict[str, object]) -> np.ndarray:
+        q = _lookup(self.kernel, axes, self.fixed)
+        if len(self.names) == 1:  # one axis left: np.interp is the same interpolation, clamped alike
+            (n,) = self.names
+            rate = np.interp(np.log(np.maximum(q[n], 1e-30)), self.logs[0], self.log_rate)
+        else:
+            rate = _interpolate(self.logs, self.log_rate, _coords(self.names, q))
+        return np.maximum(work(self.kernel, q) / np.exp(rate), self.floor)
+
+
+def table_slice(table: KernelTable, fixed: dict[str, object]) -> TableSlice:
+    """``table`` with the axes that ``fixed`` gives (directly, not derived from varying ones) folded in."""
+    logs, log_rate, floor = _log_rates(table)
+    names = list(table.axes)
+    q = _lookup(table.kernel, fixed)
+    keep = [i for i, n in enumerate(names) if n not in q]
+    mesh = np.meshgrid(*(logs[i] for i in keep), indexing="ij")
+    shape = mesh[0].shape if mesh else ()
+    coords = [mesh[keep.index(i)] if i in keep else np.full(shape, np.log(max(float(q[n]), 1e-30)))
+              for i, n in enumerate(names)]
+    return TableSlice(table.kernel, tuple(names[i] for i in keep), tuple(logs[i] for i in keep),
+                      _interpolate(logs, log_rate, coords), floor, _lookup(table.kernel, fixed))
 
 
 def stream_op(name: str) -> tuple[str, str | None] | None:

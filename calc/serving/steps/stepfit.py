@@ -16,7 +16,7 @@ import numpy as np
 from calc.core.errors import SpecError
 from calc.cost.dtypes import Dtypes
 from calc.cost.efficiency import Efficiency
-from calc.cost.kernels import call_table, op_calls
+from calc.cost.kernels import call_table, op_calls, table_slice
 from calc.cost.latency import mixed_step_cost
 from calc.cost.opcost import Pass
 from calc.cost.operators import pass_ops
@@ -157,7 +157,7 @@ def _table_op(index: int, layers: float, op, dt: Dtypes, eff: Efficiency, sample
                 names.append(name)
                 rows.append(_affine(v, sample, f"{op.name}'s {c.kernel} {name}"))
         A = np.array(rows) if rows else np.zeros((0, sample.scale.size))
-        calls.append(_TableCall(table, tuple(names), A, _affine(c.count, sample, f"{op.name}'s count"), const))
+        calls.append(_TableCall(table_slice(table, const), tuple(names), A, _affine(c.count, sample, f"{op.name}'s count")))
     return _TableOp(index, float(layers), tuple(calls))
 
 

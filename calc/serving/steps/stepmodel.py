@@ -170,11 +170,10 @@ class _TableCall:
     """A kernel call of a table-timed operator: ``count`` calls at axes affine in the feature vector
     (rows of ``A``, named ``names``) beside the constant ones."""
 
-    table: object  # calc.spec.kernel_tables.KernelTable
+    table: object  # calc.cost.kernels.TableSlice: the table with the constant axes folded in
     names: tuple[str, ...]
     A: np.ndarray  # [len(names), F]
     count: np.ndarray  # [F]
-    const: dict
 
 
 @dataclass(frozen=True)
@@ -187,13 +186,10 @@ class _TableOp:
     calls: tuple[_TableCall, ...]
 
     def time(self, x: np.ndarray) -> np.ndarray:
-        from calc.cost.kernels import table_time
-
         total = 0.0
         for c in self.calls:
             ax = c.A @ x
-            axes = dict(c.const, **{n: ax[i] for i, n in enumerate(c.names)})
-            total = total + (c.count @ x) * table_time(c.table, axes)
+            total = total + (c.count @ x) * c.table.time({n: ax[i] for i, n in enumerate(c.names)})
         return self.layers * total
 
 

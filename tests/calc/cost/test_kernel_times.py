@@ -146,3 +146,20 @@ def test_elementwise_operators_find_their_tables_by_name(name, want):
     from calc.cost.kernels import stream_op
 
     assert stream_op(name) == want
+
+
+def test_a_slice_reads_the_table_as_table_time_does():
+    """TableSlice: the fixed axes folded in once; at any query (inside, between and beyond the grid,
+    one axis left or two) the same seconds as table_time, floor included."""
+    from calc.cost.kernels import table_slice
+
+    t = matmul({"M": [1, 16, 256], "K": [512, 4096], "N": [512, 8192]},
+               [1e-5, 2e-5, 3e-5, 9e-5, 1.2e-5, 4e-5, 6e-5, 5e-4, 3e-5, 2e-4, 5e-4, 6e-3])
+    ms = np.array([0.5, 1.0, 3.0, 16.0, 100.0, 256.0, 5000.0])
+    one = table_slice(t, {"K": 1500.0, "N": 3000.0})
+    assert one.names == ("M",)
+    np.testing.assert_allclose(one.time({"M": ms}), table_time(t, {"M": ms, "K": 1500.0, "N": 3000.0}), rtol=1e-12)
+    two = table_slice(t, {"N": 700.0})
+    ks = np.array([100.0, 512.0, 2000.0, 9000.0])
+    np.testing.assert_allclose(two.time({"M": ms[:, None], "K": ks[None, :]}),
+                               table_time(t, {"M": ms[:, None], "K": ks[None, :], "N": 700.0}), rtol=1e-12)
