@@ -41,8 +41,9 @@ def attention_calls(ps, window, heads, kv_heads, head_dim, chunks: bool = False)
         present = np.minimum(ps.total(ps.batch), 1.0)
         pairs = ps.pairs(window)
         if chunks:
+            # W: the layer's window (none: any window the table holds is as wide as no window)
             return (KernelCall("attention_prefill", (("B", ps.total(ps.batch)), ("tokens", ps.tokens), ("pairs", pairs),
-                                                     *common), present),)
+                                                     *common, ("W", 1e30 if window is None else window)), present),)
         return (KernelCall("attention_decode", (("B", ps.tokens), ("pairs", pairs), *common), present),)
     if ps.phase == "decode":
         past = ps.past if window is None else np.minimum(ps.past, window - 1)

@@ -53,3 +53,12 @@ def test_the_chunks_are_one_prefill_call_counting_their_cached_keys():
     assert t["attention.chunks"] == pytest.approx(1e-3 * (1 + after / fresh))
     # the decode row beside them: one call of B 1 at S 1000, 9 us
     assert t["attention"] == pytest.approx(9e-6)
+
+
+def test_a_prefill_table_with_a_window_axis_times_the_chunks_at_the_layers_window():
+    # measured at W 256 (2 ms) and 4096 (1 ms) for a fresh 512: a global layer reads the widest, 1 ms
+    windowed = KernelTable(format="roofline-kernels/1", kernel="attention_prefill", dtype="fp32", provenance=PROV,
+                           axes={"B": [1], "T": [512], **HEADS, "W": [256, 4096]}, seconds=[2e-3, 1e-3])
+    ps = Pass(np.ones(2), np.array([1.0, 512.0]), np.array([100.0, 0.0]), "prefill", 1, True, 1)
+    (chunks,) = [op for op in pass_ops(SPEC, ps, FP32, "fused") if op.name == "attention.chunks"]
+    assert float(measured_time(chunks, FP32, KernelSet((DECODE, windowed)))) == pytest.approx(1e-3)
