@@ -67,7 +67,7 @@ class Options:
 
     @property
     def grid_name(self) -> str:
-        return self.grid or self.mode
+        return self.mode if self.grid is None else self.grid
 
 
 @dataclass

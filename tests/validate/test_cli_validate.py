@@ -165,7 +165,8 @@ def test_model_too_big_suggests_layers(tmp_path, model, layers):
 
 @pytest.mark.parametrize("args, text", [(["--layers", "5"], "between 1 and 1"), (["--dtype", "int4"], "--dtype"),
                                         (["--device", "tpu"], "cpu or cuda"),
-                                        (["--grid", "huge"], "expected one of default, quick, serving")])
+                                        (["--grid", "huge"], "expected one of default, quick, serving"),
+                                        (["--grid", ""], "expected one of default, quick, serving")])
 def test_bad_options_exit_2(tmp_path, args, text):
     r = runner.invoke(app, ["validate", "--model", "tiny-decoder", "--out", str(tmp_path / "x"), *args])
     assert r.exit_code == 2 and text in r.output, r.output
