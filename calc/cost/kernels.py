@@ -149,7 +149,7 @@ def table_slice(table: KernelTable, fixed: dict[str, object]) -> TableSlice:
     coords = [mesh[keep.index(i)] if i in keep else np.full(shape, np.log(max(float(q[n]), 1e-30)))
               for i, n in enumerate(names)]
     return TableSlice(table.kernel, tuple(names[i] for i in keep), tuple(logs[i] for i in keep),
-                      _interpolate(logs, log_rate, coords), floor, _lookup(table.kernel, fixed))
+                      _interpolate(logs, log_rate, coords), floor, q)
 
 
 def stream_op(name: str) -> tuple[str, str | None] | None:

@@ -62,7 +62,7 @@ class _Sample:
     ops: list
     scale: np.ndarray  # the feature columns' scales
     pinv: np.ndarray  # pinv(X / scale), X [K, F] the sample's feature vectors
-    pinv_x: np.ndarray  # X itself (the exactness check of a kernel call's affine axes)
+    X: np.ndarray  # the feature vectors themselves (the exactness check of a kernel call's affine axes)
 
 
 def _prepare(model, dt, attention, par, phase, windows, rng) -> _Sample:
@@ -132,14 +132,12 @@ def _fit_phase(model, hw, dt, eff, par, windows, sample: _Sample) -> tuple[_Coef
 
 
 def _affine(values, sample: _Sample, what: str) -> np.ndarray:
-    """Coefficients c with X c = ``values`` over the sample steps (X the feature vectors), exactly."""
+    """Coefficients c with X c = ``values`` over the sample steps (X the feature vectors), exactly;
+    ValueError(what) where no such c exists."""
     v = np.broadcast_to(np.asarray(values, float), (sample.K,))
     c = (sample.pinv @ v) / sample.scale
-    X = sample.pinv_x
-    if np.max(np.abs(X @ c - v)) > EXACT * max(float(np.max(np.abs(v))), 1e-30):
-        raise SpecError("hardware", None, f"its kernel tables time {what} at a shape the serving simulator's step "
-                                          "features do not give (MoE experts); plan and compare need a profile "
-                                          "without tables for this model (roofline calibrate fits one)")
+    if np.max(np.abs(sample.X @ c - v)) > EXACT * max(float(np.max(np.abs(v))), 1e-30):
+        raise ValueError(what)
     return c
 
 
@@ -168,7 +166,12 @@ def step_model(model: ModelSpec, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, 
     phases = ("prefill", "decode") if model.attention.kind == "mla" else ("any",)
     coef, worst = {}, 0.0
     for ph, sample in zip(phases, _prepared(model, dt, attention, par, phases, windows), strict=True):
-        coef[ph], err = _fit_phase(model, hw, dt, eff, par, windows, sample)
+        try:
+            coef[ph], err = _fit_phase(model, hw, dt, eff, par, windows, sample)
+        except ValueError as exc:  # a table call whose shape the step features do not give
+            raise SpecError(hw.name, "kernel_tables", f"they time {exc} at a shape a serving step's features do not "
+                                                      f"give (MoE experts): plan and compare take a profile without "
+                                                      f"tables for {model.name}") from None
         worst = max(worst, err)
     if worst > EXACT:
         raise RuntimeError(f"step model does not reproduce mixed_step_cost (error {worst:.2g}): "

@@ -62,4 +62,4 @@ def test_moe_experts_on_a_table_profile_are_refused_in_one_line(tmp_path):
     w.write_text(WORKLOAD.format(model="qwen3-30b-a3b", hw=TABLES))
     r = runner.invoke(app, ["plan", str(w), "--format", "json", "-q"])
     assert r.exit_code == 2
-    assert len(r.output.strip().splitlines()) == 1 and "kernel tables" in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1 and "profile-cuda: kernel_tables:" in r.output, r.output
