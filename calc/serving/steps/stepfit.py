@@ -146,16 +146,23 @@ def _table_op(index: int, layers: float, op, dt: Dtypes, eff: Efficiency, sample
     calls = []
     for c in op_calls(op):
         table = call_table(c, op.dtypes or dt, eff.tables)
-        names, rows, const = [], [], {}
+        count = np.broadcast_to(np.asarray(c.count, float), (sample.K,))
+        names, rows, per_call, const = [], [], [], {}
         for name, value in c.axes:
             v = np.asarray(value, float)
             if v.size == 1:
                 const[name] = float(v)
-            else:
-                names.append(name)
-                rows.append(_affine(v, sample, f"{op.name}'s {c.kernel} {name}"))
+                continue
+            names.append(name)
+            try:
+                rows.append(_affine(v, sample, ""))
+                per_call.append(False)
+            except ValueError:  # a shape per call (an expert's rows) whose total over the calls is affine
+                rows.append(_affine(v * count, sample, f"{op.name}'s {c.kernel} {name}"))
+                per_call.append(True)
         A = np.array(rows) if rows else np.zeros((0, sample.scale.size))
-        calls.append(_TableCall(table_slice(table, const), tuple(names), A, _affine(c.count, sample, f"{op.name}'s count")))
+        calls.append(_TableCall(table_slice(table, const), tuple(names), A,
+                                _affine(count, sample, f"{op.name}'s count"), tuple(per_call)))
     return _TableOp(index, float(layers), tuple(calls))
 
 
@@ -170,8 +177,8 @@ def step_model(model: ModelSpec, hw: HardwareSpec, dt: Dtypes, eff: Efficiency, 
             coef[ph], err = _fit_phase(model, hw, dt, eff, par, windows, sample)
         except ValueError as exc:  # a table call whose shape the step features do not give
             raise SpecError(hw.name, "kernel_tables", f"they time {exc} at a shape a serving step's features do not "
-                                                      f"give (MoE experts): plan and compare take a profile without "
-                                                      f"tables for {model.name}") from None
+                                                      f"give: plan and compare take a profile without tables for "
+                                                      f"{model.name}") from None
         worst = max(worst, err)
     if worst > EXACT:
         raise RuntimeError(f"step model does not reproduce mixed_step_cost (error {worst:.2g}): "

@@ -168,12 +168,14 @@ class StepFeatures:
 @dataclass(frozen=True)
 class _TableCall:
     """A kernel call of a table-timed operator: ``count`` calls at axes affine in the feature vector
-    (rows of ``A``, named ``names``) beside the constant ones."""
+    (rows of ``A``, named ``names``) beside the constant ones; an axis marked ``per_call`` is its row
+    over the count (an MoE expert's rows: the routed rows, affine, over the experts hit, affine)."""
 
     table: object  # calc.cost.kernels.TableSlice: the table with the constant axes folded in
     names: tuple[str, ...]
     A: np.ndarray  # [len(names), F]
     count: np.ndarray  # [F]
+    per_call: tuple[bool, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -188,8 +190,11 @@ class _TableOp:
     def time(self, x: np.ndarray) -> np.ndarray:
         total = 0.0
         for c in self.calls:
-            ax = c.A @ x
-            total = total + (c.count @ x) * c.table.time({n: ax[i] for i, n in enumerate(c.names)})
+            ax, n = c.A @ x, c.count @ x
+            if any(c.per_call):  # no call (n = 0) adds nothing, whatever its shape reads as
+                per = np.maximum(n, 1e-30)
+                ax = [a / per if p else a for a, p in zip(ax, c.per_call, strict=True)]
+            total = total + n * c.table.time({name: ax[i] for i, name in enumerate(c.names)})
         return self.layers * total
 
 

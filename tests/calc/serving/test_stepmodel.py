@@ -41,6 +41,8 @@ CONFIGS = [  # (model, hardware, TP, EP, imbalance)
     # affine in a step's features, their calls' axes are
     ("llama-3.1-8b", TABLES, 1, 1, 1.0),
     ("gemma-2-9b", TABLES, 1, 1, 1.0),
+    ("qwen3-30b-a3b", TABLES, 1, 1, 1.0),  # ... an expert's rows: the routed rows over the experts hit
+    ("deepseek-v2-lite", TABLES, 1, 1, 1.0),  # ... MLA, MoE
 ]
 
 
