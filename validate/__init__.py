@@ -1,6 +1,6 @@
 """roofline's validation: real torch passes checked against the calculator (imports calc, never the reverse).
 
-reference.py (a decoder from any ModelSpec) and passes.py (its static KV cache);
+reference.py (a decoder from any ModelSpec, its layers in layers.py) and passes.py (its static KV cache);
 counts.py (FlopCounterMode and cache nbytes vs calc); probes.py (device
 microbenchmarks -> a measured profile); timing.py (timed prefill/decode);
 kernels.py (kernel tables measured with torch); kernelfit.py (a profile's curves

@@ -31,7 +31,8 @@ from calc.cost.opcost import Pass, total
 from calc.cost.operators import pass_ops
 from calc.spec.model import ModelSpec
 
-from .reference import build_decoder, window_mask
+from .layers import window_mask
+from .reference import build_decoder
 
 TOLERANCE = 1e-3  # relative, for FLOPs (they should match exactly)
 

@@ -24,7 +24,8 @@ from calc.spec.catalog import load_model, model_catalog
 from calc.spec.kernel_tables import KernelTable
 
 from . import monotone as mono
-from .reference import RANDOM_BLOCK, TORCH_DTYPES, apply_rope, fill_tiled, rope_tables
+from .layers import apply_rope, rope_tables
+from .reference import RANDOM_BLOCK, TORCH_DTYPES, fill_tiled
 from .timing import graph_calls, graph_replay, one_call_s, per_call, synchronizer, time_call
 
 TP = (1, 2, 4, 8)

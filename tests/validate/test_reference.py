@@ -62,7 +62,7 @@ def test_weight_arena_grows_for_a_model_larger_than_itself():
 
 def _routed(model, run) -> list[int]:
     """Distinct experts each MoE layer ran during ``run()`` (its router's top-k, as MoE.forward picks)."""
-    from validate.reference import MoE
+    from validate.layers import MoE
 
     hits = []
 

@@ -7,7 +7,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from calc.spec.model import ModelSpec  # noqa: E402
-from validate.reference import AttentionCore, build_decoder  # noqa: E402
+from validate.layers import AttentionCore  # noqa: E402
+from validate.reference import build_decoder  # noqa: E402
 
 
 def test_a_sink_takes_its_share_of_the_softmax_by_hand():
